@@ -1,0 +1,39 @@
+# execute-code — see README.md.
+GO      ?= go
+BIN     := bin/execute-code
+SHARED  ?= ../shared
+PYTHON  ?= python3
+
+.PHONY: build run test unit acceptance bench fuzz lint clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/execute-code
+
+# The main job on built-in defaults: a sample script calling tools.
+run: build
+	@echo "== per_call: one fresh interpreter per call"
+	$(BIN) run --root . cmd/execute-code/testdata/sample.py
+
+test: unit acceptance
+
+unit:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+acceptance: build
+	$(PYTHON) $(SHARED)/acceptance/run.py $(BIN) $(SHARED)/acceptance -m per_call -v
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./integration/
+	$(GO) test -run '^$$' -bench . -benchmem ./pump/ ./tools/ ./kernelworker/
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 60s ./config/
+	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 60s ./pump/
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

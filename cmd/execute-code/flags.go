@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/executecode/executecode/config"
+)
+
+// common are the flags run, config (and later serve) share.
+type common struct {
+	mode, configFile, root, tools string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.mode, "mode", "", "kernel mode: per_call or session (default: the configured kernel_mode)")
+	fs.StringVar(&c.configFile, "config", "", "TOML config file with a [runtime.tools.execute_code] table")
+	fs.StringVar(&c.root, "root", "", "tool root and the script's working directory (default: the current directory)")
+	fs.StringVar(&c.tools, "tools", "", "comma-separated helper subset, e.g. read,grep")
+}
+
+// validate checks flag values a config key would silently forgive: on the
+// command line a typo is a usage error naming the flag.
+func (c *common) validate() error {
+	if c.mode != "" && c.mode != string(config.PerCall) && c.mode != string(config.Session) {
+		return fmt.Errorf("--mode: %q is not per_call or session", c.mode)
+	}
+	if c.root != "" {
+		fi, err := os.Stat(c.root)
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("--root: %q is not a directory", c.root)
+		}
+	}
+	return nil
+}
+
+// load resolves the configuration: flags > env > TOML > defaults.
+func (c *common) load(log zerolog.Logger) (config.Config, error) {
+	cwd := c.root
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	over := map[string]any{}
+	if c.mode != "" {
+		over["kernel_mode"] = c.mode
+	}
+	if c.tools != "" {
+		over["tools"] = strings.Split(c.tools, ",")
+	}
+	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log})
+}
+
+// newFlagSet returns a flag set whose errors are returned, not printed.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// flagError rewrites the flag package's messages into one line naming the
+// flag.
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return errors.New("usage: see execute-code --help")
+	}
+	return err
+}
+
+// warnLogger prints configuration warnings on stderr, one line each.
+func warnLogger(w io.Writer) zerolog.Logger {
+	return zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}}).Level(zerolog.WarnLevel)
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit statuses (design.md "The CLI").
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+const usage = `usage:
+  execute-code run [--mode per_call|session] [--config FILE] [--root DIR]
+                   [--timeout-ms N] [--tools read,grep,...] [--approve ask|allow|deny]
+                   [--json] [FILE|-]
+  execute-code config [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(ctx, args[1:], stdin, stdout, stderr)
+	case "config":
+		return cmdConfig(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "execute-code: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	}
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+
+	executecode "github.com/executecode/executecode"
+)
+
+func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var c common
+	var timeoutMS, approve string
+	var asJSON bool
+	fs := newFlagSet("run")
+	c.register(fs)
+	fs.StringVar(&timeoutMS, "timeout-ms", "", "the call's timeout_ms (clamped to the configured timeout_ms)")
+	fs.StringVar(&approve, "approve", "", "answer to approval prompts: ask, allow or deny")
+	fs.BoolVar(&asJSON, "json", false, "print the tool result as JSON")
+	fail := func(err error) int {
+		if asJSON {
+			_ = json.NewEncoder(stdout).Encode(map[string]string{"error": err.Error()})
+		} else {
+			fmt.Fprintf(stderr, "execute-code: %v\n", err)
+		}
+		return exitUsage
+	}
+	if err := fs.Parse(args); err != nil {
+		return fail(flagError(err))
+	}
+	if err := c.validate(); err != nil {
+		return fail(err)
+	}
+	timeout := 0
+	if timeoutMS != "" {
+		n, err := strconv.Atoi(timeoutMS)
+		if err != nil {
+			return fail(fmt.Errorf("--timeout-ms: %q is not an integer", timeoutMS))
+		}
+		timeout = n
+	}
+	switch approve {
+	case "", "ask", "allow", "deny":
+	default:
+		return fail(fmt.Errorf("--approve: %q is not ask, allow or deny", approve))
+	}
+	if fs.NArg() > 1 {
+		return fail(fmt.Errorf("run takes one script (FILE or -), got %d arguments", fs.NArg()))
+	}
+	script, err := readScript(fs.Arg(0), stdin)
+	if err != nil {
+		return fail(err)
+	}
+
+	log := warnLogger(stderr)
+	cfg, err := c.load(log)
+	if err != nil {
+		return fail(err)
+	}
+	// Running the CLI is consent: enable unless the config said no.
+	if !cfg.EnabledExplicit {
+		cfg.Enabled = true
+	}
+	opts := []executecode.Option{executecode.WithLogger(log), executecode.WithPrivateNetworks()}
+	if c.root != "" {
+		opts = append(opts, executecode.WithRoot(c.root))
+	}
+	rt, err := executecode.New(cfg, opts...)
+	if err != nil {
+		return fail(err)
+	}
+	defer rt.Close(context.Background())
+
+	params := map[string]any{"script": script}
+	if timeout != 0 {
+		params["timeout_ms"] = timeout
+	}
+	notify := func(msg string) { fmt.Fprintf(stderr, "notify: %s\n", msg) }
+	res, err := rt.ExecuteParams(ctx, params, notify)
+	if err != nil {
+		return fail(err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(res)
+	} else {
+		fmt.Fprintln(stdout, res.Text())
+	}
+	return runStatus(res)
+}
+
+// runStatus is 0 for a script that ran and exited 0, else 1.
+func runStatus(res executecode.Result) int {
+	d := res.Details
+	if d == nil || d.ExitCode == nil || *d.ExitCode != 0 || d.KilledBy != "" || d.Reason != "" {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func readScript(name string, stdin io.Reader) (string, error) {
+	var b []byte
+	var err error
+	switch name {
+	case "", "-":
+		b, err = io.ReadAll(stdin)
+	default:
+		b, err = os.ReadFile(name)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	if err != nil {
+		return "", fmt.Errorf("script %q: %w", name, err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,77 @@
+package executecode
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/executecode/executecode/config"
+)
+
+// signatures are the helper stubs as the model sees them.
+var signatures = map[string]string{
+	"read":     "read(path, offset=None, limit=None)",
+	"grep":     "grep(pattern, path=None, glob=None, case_sensitive=None, literal=None, context_lines=None, max_results=None)",
+	"find":     "find(pattern, path=None, type=None, max_depth=None, max_results=None, hidden=None)",
+	"ls":       "ls(path=None, all=None, long=None, recursive=None, max_depth=None, max_entries=None)",
+	"webfetch": "webfetch(url, extract_mode=None, max_chars=None)",
+}
+
+// Tool identity and parameter schema (bridge.md §1.1).
+const (
+	ToolName  = "execute_code"
+	ToolLabel = "Execute Code"
+)
+
+// Description is the tool description for cfg (bridge.md §1.2, with a
+// space between the mode and helper sentences: ruling 14). Equal configs
+// give byte-identical descriptions, so prompt caches stay warm.
+func Description(cfg config.Config) string {
+	var b strings.Builder
+	b.WriteString("Run a python3 script for multi-step exploration. ")
+	if cfg.KernelMode == config.Session {
+		b.WriteString("Kernel mode: session — this workspace keeps a persistent python3 interpreter, so imports, globals, and objects survive across calls; pass reset=true to discard retained state before a run.")
+	} else {
+		b.WriteString("Kernel mode: per_call — each script runs in a fresh python3 process and nothing survives across calls; reset is accepted but has no effect.")
+	}
+	b.WriteString(" ")
+	if len(cfg.Tools) == 0 {
+		b.WriteString("No agent-tool helper functions are enabled for this workspace, so the script runs standalone.")
+	} else {
+		sigs := make([]string, 0, len(cfg.Tools))
+		for _, t := range cfg.Tools {
+			sigs = append(sigs, signatures[t])
+		}
+		b.WriteString("The script can call these pre-imported helper functions, which invoke the corresponding agent tools and return their text output as a string: ")
+		b.WriteString(strings.Join(sigs, ", "))
+		b.WriteString(". Failed calls raise ToolError.")
+	}
+	b.WriteString(" The script also has text(s), which appends a numbered block to the tool result (its total bytes are capped; blocks are flushed per call, so they survive a timeout), notify(msg), which streams a progress line to the conversation without waiting, and batch([(tool, params), ...]), which runs several helper calls in parallel and returns their results in order.")
+	b.WriteString(" Build the answer with text(): only the text() blocks are the result, while everything the script prints to stdout/stderr is appended as a clearly labeled diagnostics tail — a script that never calls text() keeps the historic stdout-only result.")
+	fmt.Fprintf(&b, " Limits: %d ms wall time, %d tool calls with at most %d dispatched in parallel, %d total tool-result bytes, text() blocks capped at %d bytes, stdout capped at %d bytes.",
+		cfg.TimeoutMS, cfg.MaxRPCCalls, cfg.MaxParallelRPC, cfg.MaxRPCResultBytes, cfg.MaxTextBytes, cfg.MaxOutputBytes)
+	b.WriteString(" The script cannot import lemon internals beyond these helpers; traceback line numbers are offset by 1. Requires python3 on the host.")
+	return b.String()
+}
+
+// Parameters is the JSON schema of the tool's input (bridge.md §1.1).
+func Parameters() map[string]any {
+	return map[string]any{
+		"type":     "object",
+		"required": []string{"script"},
+		"properties": map[string]any{
+			"script": map[string]any{
+				"type":        "string",
+				"description": "The python3 script to run. Call text() to append blocks to the tool result; anything the script prints to stdout/stderr is returned only as a labeled diagnostics tail.",
+			},
+			"timeout_ms": map[string]any{
+				"type":        "integer",
+				"description": "Optional end-to-end wall-time cap in ms for this run, including session queue wait (clamped to the configured maximum).",
+			},
+			"reset": map[string]any{
+				"type":        "boolean",
+				"default":     false,
+				"description": "Optional. Discard any retained interpreter state (imports, globals, objects) before running this script. No effect when every script already runs in a fresh process.",
+			},
+		},
+	}
+}

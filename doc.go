@@ -1,0 +1,13 @@
+// Package executecode is the embeddable runtime for programmatic tool
+// calling: a model submits a python3 script, the script calls the host's
+// tools through pre-imported helpers over a file-based bridge, and the
+// text() blocks it emits are the result.
+//
+// The facade owns validation of a call, the choice of mode, staging of a
+// per-call workspace, the wiring of interpreter, pump and output capture,
+// and the assembly of the result the model sees (headlines, diagnostics,
+// trust wrapping, host-path scrubbing). It calls config, privatetmp,
+// shimpy, pump, kernelworker, tools and telemetry; it never reads or writes
+// bridge files itself (the pump does) and never starts a process except
+// through kernelworker.
+package executecode

@@ -1,0 +1,275 @@
+package executecode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/privatetmp"
+	"github.com/executecode/executecode/telemetry"
+	"github.com/executecode/executecode/tools"
+)
+
+// minTimeout is the floor of a call's timeout_ms (bridge.md §1.5).
+const minTimeout = time.Second
+
+// Call is one execute_code invocation.
+type Call struct {
+	Script string
+	// TimeoutMS is the call's timeout_ms parameter; 0 means the configured
+	// timeout. It is clamped to [1000, configured timeout_ms].
+	TimeoutMS int
+	// Reset asks to discard retained state first (redundant per call).
+	Reset bool
+	// Notify receives each notify(msg) of the script as it arrives. Nil
+	// discards them.
+	Notify func(msg string)
+}
+
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithLogger sets the logger for warnings (default: no logging).
+func WithLogger(l zerolog.Logger) Option { return func(r *Runtime) { r.log = l } }
+
+// WithRoot sets the tool root, which is also the script's working
+// directory (default: the process's working directory).
+func WithRoot(dir string) Option { return func(r *Runtime) { r.rootDir = dir } }
+
+// WithTools replaces the built-in helpers with the host's own. Only names
+// in the allowlist that the configuration enables are reachable.
+func WithTools(ts map[string]tools.Tool) Option { return func(r *Runtime) { r.tools = ts } }
+
+// WithPrivateNetworks lets the built-in webfetch reach loopback and
+// private addresses. Off by default, so an embedding host is not open to
+// request forgery by accident; the CLI, bash-equivalent anyway, turns it on.
+func WithPrivateNetworks() Option { return func(r *Runtime) { r.privateNets = true } }
+
+// WithTelemetry subscribes the runtime's events to bus.
+func WithTelemetry(bus *telemetry.Bus) Option { return func(r *Runtime) { r.bus = bus } }
+
+// WithTmpDir sets where the private staging root is made (default TMPDIR).
+func WithTmpDir(dir string) Option { return func(r *Runtime) { r.tmpDir = dir } }
+
+// WithWakeups turns the bridge doorbells on (default) or off. Off, both
+// sides poll as the reference does (host 25 ms, shim 20 ms); it exists to
+// measure what the doorbells buy.
+func WithWakeups(on bool) Option { return func(r *Runtime) { r.wakeups = on } }
+
+// Runtime runs execute_code calls. It is safe for concurrent use.
+type Runtime struct {
+	cfg     config.Config
+	log     zerolog.Logger
+	rootDir string
+	tools   map[string]tools.Tool
+	bus     *telemetry.Bus
+	tmpDir  string
+	wakeups bool
+
+	privateNets bool
+
+	spawner *kernelworker.Spawner
+
+	mu      sync.Mutex
+	closed  bool
+	staging *privatetmp.Root
+	python  string
+	runs    sync.WaitGroup
+	base    context.Context
+	stop    context.CancelFunc
+}
+
+// New builds a runtime for cfg. It starts nothing until the first call.
+func New(cfg config.Config, opts ...Option) (*Runtime, error) {
+	r := &Runtime{cfg: cfg, log: zerolog.Nop(), wakeups: true}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.rootDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("tool root: %w", err)
+		}
+		r.rootDir = wd
+	}
+	abs, err := filepath.Abs(r.rootDir)
+	if err != nil {
+		return nil, fmt.Errorf("tool root %q: %w", r.rootDir, err)
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("tool root %q is not a directory", r.rootDir)
+	}
+	r.rootDir = abs
+	if r.tools == nil {
+		builtin, err := tools.Builtin(tools.Options{Root: abs, AllowPrivateNetworks: r.privateNets})
+		if err != nil {
+			return nil, fmt.Errorf("built-in tools: %w", err)
+		}
+		r.tools = builtin
+	}
+	r.base, r.stop = context.WithCancel(context.Background())
+	r.spawner = kernelworker.NewSpawner()
+	return r, nil
+}
+
+// Config is the configuration the runtime was built with.
+func (r *Runtime) Config() config.Config { return r.cfg }
+
+// Description is the tool description a model would be shown.
+func (r *Runtime) Description() string { return Description(r.cfg) }
+
+// ExecuteParams runs a call given as the tool's JSON parameters, checking
+// them in the reference's order: disabled, script, reset, interpreter.
+func (r *Runtime) ExecuteParams(ctx context.Context, params map[string]any, notify func(string)) (Result, error) {
+	if ctx.Err() != nil {
+		return cancelledResult(), nil
+	}
+	if !r.cfg.Enabled {
+		return Result{}, ErrDisabled
+	}
+	script, _ := params["script"].(string)
+	if script == "" {
+		return Result{}, ErrMissingScript
+	}
+	reset := false
+	switch v := params["reset"].(type) {
+	case nil:
+	case bool:
+		reset = v
+	default:
+		return Result{}, ErrBadReset
+	}
+	return r.Execute(ctx, Call{Script: script, TimeoutMS: timeoutParam(params["timeout_ms"]), Reset: reset, Notify: notify})
+}
+
+// timeoutParam keeps an integer timeout_ms and ignores anything else, as
+// the reference does (never an error).
+func timeoutParam(v any) int {
+	switch n := v.(type) {
+	case int:
+		return n
+	case int64:
+		return int(n)
+	case float64:
+		if n == math.Trunc(n) && math.Abs(n) < math.MaxInt32 {
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// Execute runs one call. Errors are returned only for calls that never
+// started (see the Err* sentinels); everything that ran is a Result.
+func (r *Runtime) Execute(ctx context.Context, call Call) (Result, error) {
+	if ctx.Err() != nil {
+		return cancelledResult(), nil
+	}
+	if !r.cfg.Enabled {
+		return Result{}, ErrDisabled
+	}
+	if call.Script == "" {
+		return Result{}, ErrMissingScript
+	}
+	python, err := r.interpreter()
+	if err != nil {
+		return Result{}, err
+	}
+	if !r.enter() {
+		return Result{}, ErrClosed
+	}
+	defer r.runs.Done()
+	if r.cfg.KernelMode == config.Session {
+		// Session kernels need a session scope; a call without one runs
+		// isolated and says so.
+		return r.runFallback(ctx, call, python, FallbackMissingScope, time.Now(), false)
+	}
+	return r.runPerCall(ctx, call, python)
+}
+
+func (r *Runtime) enter() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.runs.Add(1)
+	return true
+}
+
+// interpreter resolves python3 once per runtime (bridge.md §1.3 step 6).
+func (r *Runtime) interpreter() (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.python != "" {
+		return r.python, nil
+	}
+	p, err := kernelworker.ResolvePython(r.cfg.PythonPath)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrPython, err)
+	}
+	r.python = p
+	return p, nil
+}
+
+// stagingRoot opens the private staging root on first use and re-validates
+// it on every later one, failing closed.
+func (r *Runtime) stagingRoot() (*privatetmp.Root, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.staging != nil {
+		if err := r.staging.Validate(); err != nil {
+			return nil, err
+		}
+		return r.staging, nil
+	}
+	root, err := privatetmp.OpenRoot(privatetmp.RootOptions{TmpDir: r.tmpDir, Logger: &r.log})
+	if err != nil {
+		return nil, err
+	}
+	privatetmp.SweepStaleRoots(filepath.Dir(root.Path()), root, &r.log)
+	root.ReapSpills(time.Now())
+	r.staging = root
+	return root, nil
+}
+
+// Close cancels every run still going, waits for their teardown (bounded
+// by ctx), and releases the staging root and the spawner.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	r.stop()
+	done := make(chan struct{})
+	go func() { r.runs.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("close: runs still tearing down: %w", ctx.Err())
+	}
+	r.spawner.Close()
+	r.mu.Lock()
+	root := r.staging
+	r.mu.Unlock()
+	if root != nil {
+		err = errors.Join(err, root.Close())
+	}
+	return err
+}
+
+func cancelledResult() Result {
+	return Result{Content: []Content{{Type: "text", Text: cancelledLine}}, Trust: Trusted, Blocks: []string{}}
+}

@@ -1,0 +1,106 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/kernelworker"
+)
+
+// roundTripScript makes n sequential read() calls and reports the median
+// and p99 of their wall time in microseconds, measured inside python.
+const roundTripScript = `
+import time
+lat = []
+for _ in range(%d):
+    t = time.perf_counter_ns()
+    read("small.txt")
+    lat.append(time.perf_counter_ns() - t)
+lat.sort()
+text("%%d %%d" %% (lat[len(lat) // 2] // 1000, lat[len(lat) * 99 // 100] // 1000))
+`
+
+func roundTrip(b *testing.B, wakeups bool, calls int) (median, p99 float64) {
+	root, tmp := b.TempDir(), b.TempDir()
+	require.NoError(b, os.WriteFile(filepath.Join(root, "small.txt"), []byte("hello\nworld\n"), 0o644))
+	cfg := config.Defaults()
+	cfg.Enabled = true
+	cfg.MaxRPCCalls = calls + 10
+	rt, err := executecode.New(cfg, executecode.WithRoot(root), executecode.WithTmpDir(tmp), executecode.WithWakeups(wakeups))
+	require.NoError(b, err)
+	defer rt.Close(context.Background())
+	res, err := rt.Execute(context.Background(), executecode.Call{Script: strings.ReplaceAll(roundTripScript, "%d", strconv.Itoa(calls)), TimeoutMS: 120000})
+	require.NoError(b, err)
+	require.Len(b, res.Blocks, 1, res.Text())
+	f := strings.Fields(res.Blocks[0])
+	median, _ = strconv.ParseFloat(f[0], 64)
+	p99, _ = strconv.ParseFloat(f[1], 64)
+	return median, p99
+}
+
+// BenchmarkHelperRoundTrip measures one helper call's round trip with the
+// doorbells and with the reference's polling (host 25 ms, shim 20 ms),
+// side by side in one run. Fewer calls are made poll-only: each costs
+// tens of milliseconds.
+func BenchmarkHelperRoundTrip(b *testing.B) {
+	for b.Loop() {
+		wMed, wP99 := roundTrip(b, true, 1000)
+		pMed, pP99 := roundTrip(b, false, 40)
+		b.ReportMetric(wMed, "wake-median-us")
+		b.ReportMetric(wP99, "wake-p99-us")
+		b.ReportMetric(pMed, "poll-median-us")
+		b.ReportMetric(pP99, "poll-p99-us")
+		b.ReportMetric(pMed/wMed, "poll/wake-ratio")
+	}
+}
+
+// BenchmarkRunVersusBarePython compares the whole `execute-code run` of a
+// one-line script with `python3 -c pass` on the same interpreter.
+func BenchmarkRunVersusBarePython(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "execute-code")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/execute-code")
+	build.Dir = ".."
+	out, err := build.CombinedOutput()
+	require.NoError(b, err, string(out))
+	python, err := kernelworker.ResolvePython("")
+	require.NoError(b, err)
+	root := b.TempDir()
+	script := filepath.Join(root, "one.py")
+	require.NoError(b, os.WriteFile(script, []byte("text('hi')\n"), 0o644))
+
+	const runs = 30
+	measure := func(name string, args ...string) float64 {
+		var ds []time.Duration
+		for i := 0; i < runs+3; i++ {
+			cmd := exec.Command(name, args...)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "LEMON_EXECUTE_CODE_PYTHON_PATH="+python, "TMPDIR="+root)
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			require.NoError(b, err, string(out))
+			if i >= 3 {
+				ds = append(ds, time.Since(start))
+			}
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return float64(ds[len(ds)/2].Microseconds()) / 1000
+	}
+	for b.Loop() {
+		bare := measure(python, "-c", "pass")
+		run := measure(bin, "run", "--root", root, script)
+		b.ReportMetric(bare, "python-c-pass-ms")
+		b.ReportMetric(run, "execute-code-run-ms")
+		b.ReportMetric(run/bare, "run/python-ratio")
+	}
+}

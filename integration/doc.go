@@ -1,0 +1,7 @@
+// Package integration holds end-to-end tests and benchmarks of the runtime
+// against a real python3: the facade, the CLI binary, hostile scripts
+// speaking raw file-RPC, and leak checks (goroutines, processes, files in
+// the private staging root) closing every test.
+//
+// It has no non-test code and must not be imported.
+package integration

@@ -1,0 +1,169 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/tools"
+)
+
+// markEnv tags every process a test starts, so leftovers can be found by
+// their environment even after they left their process group.
+const markEnv = "EXECUTE_CODE_TEST_MARK"
+
+// env is one test's runtime and the directories it owns.
+type env struct {
+	t      *testing.T
+	rt     *executecode.Runtime
+	root   string // tool root and cwd
+	tmp    string // TMPDIR of the private staging root
+	mark   string
+	notify []string
+}
+
+type envOption func(*config.Config, *[]executecode.Option)
+
+func withConfig(f func(*config.Config)) envOption {
+	return func(c *config.Config, _ *[]executecode.Option) { f(c) }
+}
+
+func withTools(ts map[string]tools.Tool) envOption {
+	return func(_ *config.Config, o *[]executecode.Option) { *o = append(*o, executecode.WithTools(ts)) }
+}
+
+func withRuntimeOption(opt executecode.Option) envOption {
+	return func(_ *config.Config, o *[]executecode.Option) { *o = append(*o, opt) }
+}
+
+// newEnv builds an enabled per-call runtime over a fresh tool root and a
+// fresh staging TMPDIR, and registers the leak checks that close the test.
+func newEnv(t *testing.T, files map[string]string, opts ...envOption) *env {
+	t.Helper()
+	e := &env{t: t, root: t.TempDir(), tmp: t.TempDir(), mark: randomMark()}
+	t.Setenv(markEnv, e.mark)
+	for name, body := range files {
+		p := filepath.Join(e.root, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	}
+	cfg := config.Defaults()
+	cfg.Enabled = true
+	var rtOpts []executecode.Option
+	for _, o := range opts {
+		o(&cfg, &rtOpts)
+	}
+	rtOpts = append(rtOpts, executecode.WithRoot(e.root), executecode.WithTmpDir(e.tmp))
+	rt, err := executecode.New(cfg, rtOpts...)
+	require.NoError(t, err)
+	e.rt = rt
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, rt.Close(ctx))
+		e.assertNoProcesses()
+		e.assertNoWorkspaces()
+	})
+	return e
+}
+
+func randomMark() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// run executes script and fails the test on a tool error.
+func (e *env) run(script string, timeoutMS ...int) executecode.Result {
+	e.t.Helper()
+	res, err := e.exec(context.Background(), script, timeoutMS...)
+	require.NoError(e.t, err)
+	return res
+}
+
+func (e *env) exec(ctx context.Context, script string, timeoutMS ...int) (executecode.Result, error) {
+	call := executecode.Call{Script: script, Notify: func(m string) { e.notify = append(e.notify, m) }}
+	if len(timeoutMS) > 0 {
+		call.TimeoutMS = timeoutMS[0]
+	}
+	return e.rt.Execute(ctx, call)
+}
+
+// assertNoProcesses fails if any process carrying this test's mark is
+// still alive (zombies awaiting their reaper count as gone).
+func (e *env) assertNoProcesses() {
+	e.t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		left := markedProcesses(e.mark)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Errorf("processes left behind: %v", left)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func markedProcesses(mark string) []int {
+	entries, _ := os.ReadDir("/proc")
+	needle := []byte(markEnv + "=" + mark)
+	var pids []int
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + ent.Name() + "/stat"); err == nil {
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+				continue
+			}
+		}
+		envb, err := os.ReadFile("/proc/" + ent.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(envb, []byte{0}) {
+			if bytes.Equal(kv, needle) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// assertNoWorkspaces fails if a per-call workspace or cell bridge is left
+// under the staging TMPDIR.
+func (e *env) assertNoWorkspaces() {
+	e.t.Helper()
+	_ = filepath.WalkDir(e.tmp, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), "lemon-exec-code") {
+			e.t.Errorf("workspace left behind: %s", strings.TrimPrefix(p, e.tmp))
+		}
+		return nil
+	})
+}
+
+// stagingRoot returns the one private root under the test's TMPDIR.
+func (e *env) stagingRoot() string {
+	e.t.Helper()
+	m, _ := filepath.Glob(filepath.Join(e.tmp, "lemon-private-*"))
+	require.Len(e.t, m, 1)
+	return m[0]
+}

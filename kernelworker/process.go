@@ -1,0 +1,186 @@
+package kernelworker
+
+import (
+	"context"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// drainBound is how long output is still read once python's whole process
+// group is dead. Only a descendant that left the group with its own setsid
+// can still hold the pipe then, and it must not hold up the result.
+const drainBound = 500 * time.Millisecond
+
+// ExitStatus is how a child ended.
+type ExitStatus struct {
+	// Code is the exit status, or 128+signal for a signal death (the
+	// shell's and containerd's convention), or -1 if the status was lost
+	// (someone else reaped the child).
+	Code     int
+	Signaled bool
+	Signal   syscall.Signal
+	// StopRequested is true when Kill or Interrupt was called before the
+	// child was reaped, so a SIGKILL was (or may have been) ours.
+	StopRequested bool
+}
+
+// Process is one running python3 (its launcher has become python: same
+// pid). It leads its own session and process group, whose id is its pid.
+type Process struct {
+	pid        int
+	out        *os.File
+	done       chan struct{}
+	readerDone chan struct{}
+
+	mu            sync.Mutex
+	reaped        bool
+	stopRequested bool
+	exit          ExitStatus
+}
+
+func newProcess(out *os.File) *Process {
+	return &Process{
+		out:        out,
+		done:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+	}
+}
+
+// Pid is python's pid, which is also its process group and session id.
+func (p *Process) Pid() int { return p.pid }
+
+// Done is closed once the child is reaped, its group killed and its output
+// drained.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exit is the child's exit status; it is valid once Done is closed.
+func (p *Process) Exit() ExitStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit
+}
+
+// Kill sends SIGKILL to the whole process group now, even if python itself
+// has already died (design ruling 8). It is idempotent and does nothing
+// once the child is reaped: by then the group was killed already, and its
+// id may belong to someone else.
+func (p *Process) Kill() { p.signalGroup(syscall.SIGKILL) }
+
+// signalGroup reports false when the child is already reaped.
+func (p *Process) signalGroup(sig syscall.Signal) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopRequested = true
+	if p.reaped {
+		return false
+	}
+	// Until the leader is reaped its zombie keeps the group id taken, so
+	// this reaches no stranger.
+	_ = unix.Kill(-p.pid, sig)
+	return true
+}
+
+// Interrupt escalates on the whole process group: SIGINT (python raises
+// KeyboardInterrupt), then SIGTERM after grace, then SIGKILL after another
+// grace. It returns as soon as the child is Done, or right after the
+// SIGKILL; a cancelled ctx skips straight to SIGKILL.
+func (p *Process) Interrupt(ctx context.Context, grace time.Duration) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		if !p.signalGroup(sig) {
+			return
+		}
+		t := time.NewTimer(grace)
+		select {
+		case <-p.done:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			p.Kill()
+			return
+		case <-t.C:
+		}
+	}
+	p.Kill()
+}
+
+// wait owns the child's end: it learns the pid from Start (it is running
+// before the fork, so no exit can be missed), waits for the exit without
+// reaping, kills the group while the zombie still pins its id, reaps, and
+// bounds the output drain.
+func (p *Process) wait(pidc <-chan int) {
+	pid, ok := <-pidc
+	if !ok {
+		return // the start failed
+	}
+	var info unix.Siginfo
+	err := ignoringEINTR(func() error {
+		return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	})
+
+	p.mu.Lock()
+	// Whatever python left behind in its group dies with it. Should the
+	// wait have failed (SIGCHLD ignored by the host, so the zombie is
+	// gone), the id stays taken while any member lives, so this is still
+	// safe.
+	_ = unix.Kill(-pid, unix.SIGKILL)
+	st := ExitStatus{Code: -1}
+	if err == nil {
+		var ws unix.WaitStatus
+		err = ignoringEINTR(func() error {
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			return err
+		})
+		if err == nil {
+			st = statusOf(ws)
+		}
+	}
+	p.reaped = true
+	st.StopRequested = p.stopRequested
+	p.exit = st
+	p.mu.Unlock()
+
+	_ = p.out.SetReadDeadline(time.Now().Add(drainBound))
+	<-p.readerDone
+	_ = p.out.Close()
+	close(p.done)
+}
+
+func statusOf(ws unix.WaitStatus) ExitStatus {
+	if ws.Signaled() {
+		return ExitStatus{Code: 128 + int(ws.Signal()), Signaled: true, Signal: ws.Signal()}
+	}
+	return ExitStatus{Code: ws.ExitStatus()}
+}
+
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// copyOutput drains the pipe until EOF (every writer gone) or the drain
+// deadline. A failing Output is dropped, but the pipe is still drained so
+// python never blocks on it.
+func (p *Process) copyOutput(w io.Writer) {
+	defer close(p.readerDone)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := p.out.Read(buf)
+		if n > 0 && w != nil {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				w = nil
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package kernelworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrClosed is returned by Start once the Spawner is closed.
+var ErrClosed = errors.New("spawner closed")
+
+// selfExe re-executes the running binary, whatever its name or whether it
+// was replaced on disk since.
+const selfExe = "/proc/self/exe"
+
+// Command describes one python3 child.
+type Command struct {
+	// Path is the interpreter, run as given (a virtualenv's python3 keeps
+	// its environment; design ruling 9). It should be absolute, as
+	// ResolvePython returns it: a relative path is resolved in Dir.
+	Path string
+	// Args follow Path on the command line; python's argv[0] is Path.
+	Args []string
+	// Dir is the working directory; empty means the host's.
+	Dir string
+	// Env is python's environment; nil means os.Environ().
+	Env []string
+	// ExtraFiles become fds 3, 4, ... in python (a nil entry is a closed
+	// fd). As with os/exec, Start puts them in blocking mode. The caller
+	// keeps ownership and closes its copies after Start.
+	ExtraFiles []*os.File
+	Limits     Limits
+	// Output receives python's stdout and stderr, which share one pipe so
+	// their order is kept. It may be nil. It should not block for long:
+	// the pipe fills and python waits while it does.
+	Output io.Writer
+}
+
+// Spawner starts every child from one OS thread that stays alive until
+// Close. SysProcAttr.Pdeathsig fires when the *thread* that forked the
+// child exits, and Go retires threads at will, so only a pinned thread
+// makes "the host died" the one event that kills the children
+// (launcher-notes §5).
+type Spawner struct {
+	reqs    chan spawnRequest
+	quit    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+}
+
+type spawnRequest struct {
+	argv  []string
+	attr  *syscall.ProcAttr
+	reply chan spawnReply
+}
+
+type spawnReply struct {
+	pid int
+	err error
+}
+
+// NewSpawner starts the pinned spawning goroutine.
+func NewSpawner() *Spawner {
+	s := &Spawner{
+		reqs:    make(chan spawnRequest),
+		quit:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go s.run(nil)
+	return s
+}
+
+func (s *Spawner) run(handover chan<- struct{}) {
+	runtime.LockOSThread()
+	// Never unlocked: when run returns, the runtime terminates the thread.
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread is never terminated, so children forked from it
+		// would outlive Close. While this goroutine holds the main thread
+		// the new one cannot be scheduled on it.
+		ready := make(chan struct{})
+		go s.run(ready)
+		<-ready
+		runtime.UnlockOSThread()
+		return
+	}
+	if handover != nil {
+		close(handover)
+	}
+	defer close(s.stopped)
+	for {
+		select {
+		case <-s.quit:
+			return
+		case r := <-s.reqs:
+			pid, err := syscall.ForkExec(selfExe, r.argv, r.attr)
+			r.reply <- spawnReply{pid: pid, err: err}
+		}
+	}
+}
+
+// Close ends the spawning goroutine and with it its thread, so any child
+// still alive receives SIGKILL from the kernel. Callers stop their
+// children first; Close is idempotent.
+func (s *Spawner) Close() {
+	s.once.Do(func() { close(s.quit) })
+	<-s.stopped
+}
+
+// Start launches cmd through the launcher (rlimits, own session, SIGINT at
+// default, parent-death signal) and returns once python's launcher is
+// running. ctx bounds only the start: the child lives until it exits or is
+// stopped with Kill or Interrupt.
+func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
+	if cmd.Path == "" {
+		return nil, errors.New("start python: empty interpreter path")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	select {
+	case <-s.quit:
+		return nil, ErrClosed
+	default:
+	}
+
+	spec, err := json.Marshal(launchSpec{
+		ParentPID:        os.Getpid(),
+		CPUSeconds:       cmd.Limits.CPUSeconds,
+		CPUHardUnlimited: cmd.Limits.CPUHardUnlimited,
+		MemoryMB:         cmd.Limits.MemoryMB,
+		FsizeMB:          cmd.Limits.FsizeMB,
+		NProc:            cmd.Limits.NProc,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(launcherEnviron(env, false), launcherEnv+"=1", launcherSpecEnv+"="+string(spec))
+
+	devnull, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: open %s: %w", cmd.Path, os.DevNull, err)
+	}
+	defer unix.Close(devnull)
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("start %s: output pipe: %w", cmd.Path, err)
+	}
+	// The write end stays blocking for python; the read end is
+	// non-blocking so the drain can be bounded with a read deadline.
+	defer unix.Close(pipe[1])
+	if err := unix.SetNonblock(pipe[0], true); err != nil {
+		unix.Close(pipe[0])
+		return nil, fmt.Errorf("start %s: output pipe: %w", cmd.Path, err)
+	}
+	out := os.NewFile(uintptr(pipe[0]), "python-output")
+
+	files := []uintptr{uintptr(devnull), uintptr(pipe[1]), uintptr(pipe[1])}
+	for _, f := range cmd.ExtraFiles {
+		if f == nil {
+			files = append(files, ^uintptr(0)) // closed in the child
+			continue
+		}
+		files = append(files, f.Fd())
+	}
+	req := spawnRequest{
+		argv: append([]string{launcherArgv0, cmd.Path}, cmd.Args...),
+		attr: &syscall.ProcAttr{
+			Dir:   cmd.Dir,
+			Env:   env,
+			Files: files,
+			Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+		},
+		reply: make(chan spawnReply, 1),
+	}
+
+	// Subscribe to the exit before the child exists.
+	p := newProcess(out)
+	pidc := make(chan int, 1)
+	go p.wait(pidc)
+
+	fail := func(err error) (*Process, error) {
+		close(pidc)
+		out.Close()
+		return nil, err
+	}
+	select {
+	case s.reqs <- req:
+	case <-s.quit:
+		return fail(ErrClosed)
+	case <-ctx.Done():
+		return fail(fmt.Errorf("start %s: %w", cmd.Path, ctx.Err()))
+	}
+	// A fork takes milliseconds; once the request is taken the child's
+	// fate must be known, or it would have no owner.
+	r := <-req.reply
+	runtime.KeepAlive(cmd.ExtraFiles)
+	if r.err != nil {
+		return fail(fmt.Errorf("start %s: %w", cmd.Path, r.err))
+	}
+	p.pid = r.pid
+	go p.copyOutput(cmd.Output)
+	pidc <- r.pid
+	return p, nil
+}

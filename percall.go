@@ -1,0 +1,281 @@
+package executecode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/privatetmp"
+	"github.com/executecode/executecode/pump"
+	"github.com/executecode/executecode/shimpy"
+	"github.com/executecode/executecode/telemetry"
+	"github.com/executecode/executecode/tools"
+)
+
+// childBells are the fds the per-call shim finds its doorbells at: the
+// runner passes them as the first two ExtraFiles.
+var childBells = &shimpy.Bells{Request: 3, Response: 4}
+
+// workspace is one per-call run's private staging: base dir, rpc dir and
+// the bridge token. Its paths never reach the model (see scrubber).
+type workspace struct {
+	base, rpc, token string
+}
+
+// stage builds the workspace of bridge.md §3.2: base → rpc dir → shim →
+// script, each created privately. Any failure removes the base.
+func (r *Runtime) stage(root *privatetmp.Root, script string, bells bool) (ws workspace, err error) {
+	ws.base, err = privatetmp.ReserveDir(root.Path(), "lemon-exec-code")
+	if err != nil {
+		return ws, err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = privatetmp.RemoveBounded(ws.base, privatetmp.RemoveLimit)
+		}
+	}()
+	if ws.rpc, err = privatetmp.ReserveDir(ws.base, "rpc"); err != nil {
+		return ws, err
+	}
+	if ws.token, err = pump.NewToken(); err != nil {
+		return ws, err
+	}
+	var b *shimpy.Bells
+	if bells {
+		b = childBells
+	}
+	module := shimpy.RenderPrelude(ws.rpc, ws.token, r.cfg.Tools, r.cfg.MaxTextBytes, b)
+	if err = privatetmp.WriteFile(ws.base, shimpy.ModuleName+".py", []byte(module)); err != nil {
+		return ws, err
+	}
+	err = privatetmp.WriteFile(ws.base, "script.py", []byte(shimpy.RenderScript(script, r.cfg.Tools)))
+	return ws, err
+}
+
+// effectiveTimeout clamps a call's timeout_ms (bridge.md §1.5).
+func (r *Runtime) effectiveTimeout(ms int) time.Duration {
+	limit := r.cfg.Timeout()
+	if ms == 0 {
+		return limit
+	}
+	return min(limit, max(minTimeout, time.Duration(ms)*time.Millisecond))
+}
+
+// innerTools is the helper map the pump may dispatch to: the configured
+// subset of the allowlist, never more (bridge.md §2.3).
+func (r *Runtime) innerTools() map[string]tools.Tool {
+	m := make(map[string]tools.Tool, len(r.cfg.Tools))
+	for _, name := range r.cfg.Tools {
+		if t, ok := r.tools[name]; ok {
+			m[name] = t
+		}
+	}
+	return m
+}
+
+// runOutcome is what a per-call run ended with, before formatting.
+type runOutcome struct {
+	exit      kernelworker.ExitStatus
+	out       kernelworker.Output
+	blocks    []string
+	stats     pump.Stats
+	exc       pump.Exception
+	timedOut  bool
+	cancelled bool
+	timeout   time.Duration
+}
+
+// runPerCall runs the script in a fresh interpreter (bridge.md §1.6).
+// Teardown (bells, workspace, spill liveness) runs on every path.
+func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Result, error) {
+	started := time.Now()
+	timeout := r.effectiveTimeout(call.TimeoutMS)
+	root, err := r.stagingRoot()
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, root))
+	}
+	ws, err := r.stage(root, call.Script, r.wakeups)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, root))
+	}
+	defer privatetmp.Teardown(ws.base, privatetmp.LabelWorkspace, &r.log)
+
+	var bells *pump.Bells
+	if r.wakeups {
+		if bells, err = pump.NewBells(); err != nil {
+			return Result{}, fmt.Errorf("%w: doorbells: %w", ErrWorkspace, err)
+		}
+		defer bells.Close()
+	}
+
+	// NewSpill registers the spill as live, so the reaper leaves it alone
+	// until the capture is finished.
+	capture := kernelworker.NewCapture(r.cfg.MaxOutputBytes, root.NewSpill)
+	defer func() {
+		_ = capture.Close()
+		if p := capture.Result().SpillPath; p != "" {
+			root.Release(p)
+		}
+	}()
+
+	// The run's context ends at the deadline, on the caller's cancel, or
+	// when the runtime closes.
+	runCtx, cancelRun := context.WithTimeout(ctx, timeout)
+	defer cancelRun()
+	stopOnClose := context.AfterFunc(r.base, cancelRun)
+	defer stopOnClose()
+
+	cmd := kernelworker.Command{
+		Path:   python,
+		Args:   []string{filepath.Join(ws.base, "script.py")},
+		Dir:    r.rootDir,
+		Env:    append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"),
+		Limits: r.limits(),
+		Output: capture,
+	}
+	if bells != nil {
+		cmd.ExtraFiles = bells.ChildFiles()
+	}
+	proc, err := r.spawner.Start(runCtx, cmd)
+	if bells != nil {
+		_ = bells.CloseChildEnds()
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("execute_code runner crashed: %s", scrubError(err, root))
+	}
+
+	// Kill the whole group the moment the run's context ends; remember
+	// why, so the result can say so.
+	var killed atomic.Bool
+	stopKill := context.AfterFunc(runCtx, func() {
+		killed.Store(true)
+		proc.Kill()
+	})
+	defer stopKill()
+
+	pcfg := pump.Config{
+		Dir:            ws.rpc,
+		Token:          ws.token,
+		Tools:          r.innerTools(),
+		MaxCalls:       r.cfg.MaxRPCCalls,
+		MaxResultBytes: r.cfg.MaxRPCResultBytes,
+		MaxParallel:    r.cfg.MaxParallelRPC,
+		OnNotify:       call.Notify,
+		Bells:          bells,
+		Logger:         &r.log,
+	}
+	stats := pump.Serve(runCtx, pcfg, proc.Done())
+	<-proc.Done()
+
+	o := runOutcome{
+		exit:    proc.Exit(),
+		stats:   stats,
+		timeout: timeout,
+		blocks:  pump.ReadTextBlocks(ws.rpc, r.cfg.MaxTextBytes),
+	}
+	o.exc, _ = pump.ReadException(ws.rpc)
+	if killed.Load() {
+		switch {
+		case ctx.Err() != nil || r.base.Err() != nil:
+			o.cancelled = true
+		case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+			o.timedOut = true
+		}
+	}
+	o.out = capture.Result()
+
+	sc := newScrubber(ws, root)
+	res := r.formatPerCall(o, sc)
+	var exitCode *int
+	if res.Details != nil {
+		exitCode = res.Details.ExitCode
+	}
+	r.bus.Emit(telemetry.ExecuteCodeStop{Duration: time.Since(started), RPCCalls: stats.Calls, RPCDenied: stats.Denied, ExitCode: exitCode})
+	return res, nil
+}
+
+func (r *Runtime) limits() kernelworker.Limits {
+	return kernelworker.Limits{
+		CPUSeconds: r.cfg.CPULimitSeconds,
+		MemoryMB:   r.cfg.MemoryLimitMB,
+		FsizeMB:    r.cfg.FsizeLimitMB,
+		NProc:      r.cfg.NprocLimit,
+	}
+}
+
+// formatPerCall builds the model-visible result of a per-call run
+// (bridge.md §1.8–1.9 with design.md's rulings).
+func (r *Runtime) formatPerCall(o runOutcome, sc scrubber) Result {
+	d := &Details{
+		Truncated: o.out.Truncated,
+		RPCCalls:  o.stats.Calls,
+		RPCDenied: o.stats.Denied,
+		RPCErrors: o.stats.Errors,
+		RPCBytes:  o.stats.Bytes,
+		RPCTools:  append([]string{}, o.stats.SortedTools()...),
+	}
+	if o.out.Truncated && o.out.SpillPath != "" {
+		d.FullOutputPath = o.out.SpillPath
+	}
+	out := sc.scrub(o.out.Text)
+	blocks := make([]string, len(o.blocks))
+	for i, b := range o.blocks {
+		blocks[i] = sc.scrub(b)
+	}
+
+	var headline string
+	switch {
+	case o.cancelled:
+		headline, d.KilledBy = cancelledLine, "cancelled"
+	case o.timedOut:
+		headline, d.KilledBy = fmt.Sprintf("Script timed out after %dms.", o.timeout.Milliseconds()), "timeout"
+	default:
+		code := o.exit.Code
+		d.ExitCode = &code
+		d.KilledBy = kernelworker.KilledBy(o.exit, r.limits(), o.exc.Type, o.exc.Errno, false, false)
+		if h := kernelworker.LimitHeadline(d.KilledBy, r.limits(), o.exit); h != "" {
+			headline = h
+		} else if code != 0 {
+			headline = fmt.Sprintf("Script exited with code %d", code)
+		}
+	}
+
+	var text string
+	if len(blocks) > 0 {
+		text = assemble(headline, blocks, out, d.Truncated, d.FullOutputPath)
+	} else {
+		text = historicText(headline, out, d.Truncated, d.FullOutputPath, o.cancelled || o.timedOut)
+	}
+	trust := Trusted
+	if _, web := o.stats.ToolsUsed["webfetch"]; web || o.stats.Untrusted {
+		trust = Untrusted
+	}
+	return textResult(text, d, trust, blocks)
+}
+
+// historicText is the stdout-only result of a run without text() blocks
+// (bridge.md §1.9.1), kept byte-for-byte.
+func historicText(headline, out string, truncated bool, path string, stopped bool) string {
+	body := withMarker(out, truncated, path)
+	switch {
+	case stopped:
+		if body == "" {
+			return headline
+		}
+		return headline + "\n\n" + body
+	case headline == "":
+		if out == "" {
+			return noOutput
+		}
+		return body
+	case out == "":
+		return headline
+	default:
+		return body + "\n\n" + headline
+	}
+}

@@ -1,0 +1,106 @@
+package pump
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/executecode/executecode/tools"
+)
+
+func benchConfig(b *testing.B) (Config, string) {
+	b.Helper()
+	dir := filepath.Join(b.TempDir(), "rpc-bench")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	token, err := NewToken()
+	if err != nil {
+		b.Fatal(err)
+	}
+	read := echoTool("read")
+	return Config{
+		Dir: dir, Token: token, Tools: map[string]tools.Tool{"read": read},
+		MaxCalls: 1 << 30, MaxResultBytes: 1 << 62,
+	}, dir
+}
+
+// writeBenchRequest publishes a request the way the shim does.
+func writeBenchRequest(b *testing.B, dir, token string, id int64) {
+	body, _ := json.Marshal(map[string]any{"id": id, "token": token, "tool": "read", "params": map[string]any{"text": "hello"}})
+	name := RequestName(id)
+	tmp := filepath.Join(dir, name+".tmp")
+	if err := os.WriteFile(tmp, body, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkSweepOneRequest is one helper call's host-side cost: publish a
+// request, sweep, read the response.
+func BenchmarkSweepOneRequest(b *testing.B) {
+	cfg, dir := benchConfig(b)
+	stats := NewStats()
+	ctx := context.Background()
+	var id int64
+	for b.Loop() {
+		id++
+		writeBenchRequest(b, dir, cfg.Token, id)
+		if err := Sweep(ctx, cfg, &stats); err != nil {
+			b.Fatal(err)
+		}
+		res := filepath.Join(dir, ResponseName(id))
+		if _, err := os.ReadFile(res); err != nil {
+			b.Fatal(err)
+		}
+		_ = os.Remove(res)
+	}
+}
+
+// BenchmarkServeRoundTrip is a helper call's round trip through Serve and
+// the doorbells, as the shim sees it: publish, ring, wait for the ring
+// back, read the response.
+func BenchmarkServeRoundTrip(b *testing.B) {
+	cfg, dir := benchConfig(b)
+	bells, err := NewBells()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bells.Close()
+	cfg.Bells = bells
+	cfg.PollInterval = time.Hour
+	exited := make(chan struct{})
+	done := make(chan Stats, 1)
+	go func() { done <- Serve(context.Background(), cfg, exited) }()
+	ring, back := bells.ChildFiles()[0], bells.ChildFiles()[1]
+	buf := make([]byte, 64)
+	one := []byte{1}
+	var id int64
+	for b.Loop() {
+		id++
+		writeBenchRequest(b, dir, cfg.Token, id)
+		if _, err := ring.Write(one); err != nil {
+			b.Fatal(err)
+		}
+		res := filepath.Join(dir, ResponseName(id))
+		for {
+			if _, err := os.Stat(res); err == nil {
+				break
+			}
+			if _, err := back.Read(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := os.ReadFile(res); err != nil {
+			b.Fatal(err)
+		}
+		_ = os.Remove(res)
+	}
+	close(exited)
+	<-done
+}

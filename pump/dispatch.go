@@ -1,0 +1,156 @@
+package pump
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/executecode/executecode/tools"
+)
+
+// outcome is a dispatched call's normalised result (bridge.md §5.6).
+type outcome struct {
+	ok        bool
+	text      string // content when ok, else the error message
+	untrusted bool
+}
+
+// dispatch runs the claims in waves of MaxParallel, in claim order. Each
+// wave's calls run concurrently; the sweep awaits them in claim order and
+// accounts and answers each as soon as it is awaited, so the result-byte
+// budget is spent serially. The next wave starts only after the whole
+// current wave finished.
+func (s *sweeper) dispatch(ctx context.Context, claims []claim) error {
+	step := s.cfg.MaxParallel
+	for start := 0; start < len(claims); start += step {
+		if ctx.Err() != nil {
+			s.abandon(claims[start:])
+			return ctx.Err()
+		}
+		wave := claims[start:min(start+step, len(claims))]
+		results := make([]chan outcome, len(wave))
+		for i, c := range wave {
+			// Buffered: a call finishing after its sweep was abandoned
+			// never blocks.
+			results[i] = make(chan outcome, 1)
+			go runTool(ctx, &s.cfg, c, results[i])
+		}
+		for i, c := range wave {
+			var o outcome
+			select {
+			case o = <-results[i]:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				s.abandon(claims[start+i:])
+				return ctx.Err()
+			}
+			s.settle(c, o)
+		}
+	}
+	return nil
+}
+
+// abandon is what a killed sweep leaves behind: claims charged (at claim
+// time) and unanswered, their markers in place for recovery. Each counts
+// as one error, so the figures equal what recovery charges a dead sweep's
+// claims when its stats are lost instead.
+func (s *sweeper) abandon(rest []claim) {
+	s.stats.Errors += len(rest)
+	if len(rest) > 0 {
+		s.cfg.Logger.Debug().Int("claims", len(rest)).Msg("execute_code rpc sweep cancelled with claims in flight")
+	}
+}
+
+// runTool calls the tool and always delivers exactly one outcome: a panic
+// (or a Goexit) inside the tool becomes an error answer and never reaches
+// the sweep. It only reads cfg, which nothing writes after settling, so it
+// may outlive an abandoned sweep.
+func runTool(ctx context.Context, cfg *Config, c claim, out chan<- outcome) {
+	var o outcome
+	finished := false
+	defer func() {
+		if !finished {
+			r := recover()
+			cfg.Logger.Error().Str("tool", c.tool).Int64("id", c.id).Str("panic", typeName(r)).
+				Msg("execute_code rpc tool panicked")
+			o = outcome{text: panicMessage(r)}
+		}
+		out <- o
+	}()
+	res, err := cfg.Tools[c.tool].Execute(ctx, c.params)
+	if err != nil {
+		o = outcome{text: err.Error()}
+	} else {
+		o = outcome{ok: true, text: contentText(res), untrusted: res.Untrusted}
+	}
+	finished = true
+}
+
+// panicMessage keeps a tool's own words (a panic with an error or a
+// string) and hides Go runtime faults, which say nothing about the call.
+func panicMessage(r any) string {
+	var rerr runtime.Error
+	switch v := r.(type) {
+	case error:
+		if errors.As(v, &rerr) {
+			return MsgRequestFailed
+		}
+		return v.Error()
+	case string:
+		return v
+	}
+	return MsgRequestFailed
+}
+
+// typeName names a panic value's type for logs: never its payload, which
+// could carry anything.
+func typeName(v any) string { return fmt.Sprintf("%T", v) }
+
+// contentText joins text blocks with "\n"; any other block is shown as
+// "[non-text content omitted]".
+func contentText(r tools.Result) string {
+	if len(r.Content) == 1 && r.Content[0].Type == "text" {
+		return r.Content[0].Text
+	}
+	parts := make([]string, len(r.Content))
+	for i, c := range r.Content {
+		if c.Type == "text" {
+			parts[i] = c.Text
+		} else {
+			parts[i] = MsgNonText
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// settle accounts one awaited call (bridge.md §5.7) and answers it; after a
+// published answer the marker goes, then the shim is rung.
+func (s *sweeper) settle(c claim, o outcome) {
+	stats := s.stats
+	ok, text := false, o.text
+	if o.ok {
+		// The script receives (and is charged for) valid UTF-8.
+		text = strings.ToValidUTF8(text, "\uFFFD")
+		size, remaining := int64(len(text)), s.cfg.MaxResultBytes-stats.Bytes
+		if size > remaining {
+			text = msgBudget(size, remaining, s.cfg.MaxResultBytes)
+			stats.Errors++
+		} else {
+			ok = true
+			stats.Bytes += size
+			stats.useTool(c.tool)
+			if o.untrusted {
+				stats.Untrusted = true
+			}
+		}
+	} else {
+		stats.Errors++
+	}
+	if s.publish(c.id, ok, text) {
+		_ = s.remove(MarkerName(c.id))
+		s.cfg.Bells.Ring()
+	}
+}

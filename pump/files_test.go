@@ -1,0 +1,162 @@
+package pump
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"unicode"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSweepDeletesNonIntegerRequestNamesWithoutAnswering(t *testing.T) {
+	read := echoTool("read")
+	h := newHarness(t, read)
+	h.publish("req-abc.json", []byte(`{}`))
+	h.publish("req-.json", []byte(`{}`))
+	h.publish("req-1_000.json", []byte(`{}`))
+	h.sweep()
+	assert.Empty(t, h.names())
+	assert.Zero(t, read.runs.Load())
+	assert.Equal(t, NewStats(), h.stats)
+}
+
+func TestSweepLeavesADirectoryAtARequestNameAndDoesNotCountIt(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	h.cfg.MaxRequestsPerSweep = 1
+	require.NoError(t, os.MkdirAll(h.path("req-1.json/inner"), 0o700))
+	require.NoError(t, os.WriteFile(h.path("req-1.json/inner/file"), []byte("keep"), 0o600))
+	h.request(2, "read", nil)
+	h.sweep()
+
+	assert.True(t, h.mustResponse(2).OK, "the directory did not take the only slot of the sweep")
+	_, answered := h.response(1)
+	assert.False(t, answered)
+	data, err := os.ReadFile(h.path("req-1.json/inner/file"))
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(data))
+	assert.Equal(t, 1, h.stats.Calls)
+}
+
+func TestSweepAcceptsSignedAndPaddedIDs(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	h.request(-3, "read", map[string]any{"text": "neg"})
+	h.publish("req-007.json", mustJSON(t, map[string]any{"token": h.token, "tool": "read", "params": map[string]any{"text": "seven"}}))
+	h.publish("req-+5.json", mustJSON(t, map[string]any{"token": h.token, "tool": "read", "params": map[string]any{"text": "five"}}))
+	h.sweep()
+	assert.Equal(t, response{ID: -3, OK: true, Content: "neg"}, h.mustResponse(-3))
+	assert.Equal(t, response{ID: 7, OK: true, Content: "seven"}, h.mustResponse(7))
+	assert.Equal(t, response{ID: 5, OK: true, Content: "five"}, h.mustResponse(5))
+	assert.FileExists(t, h.path("res--3.json"))
+}
+
+func TestResponsesAreOwnerOnlyRegularFilesThatReplaceAPlantedSymlink(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	target := filepath.Join(t.TempDir(), "target")
+	require.NoError(t, os.WriteFile(target, []byte("untouched"), 0o644))
+	require.NoError(t, os.Symlink(target, h.path(ResponseName(1))))
+	h.request(1, "read", map[string]any{"text": "fresh"})
+	h.request(2, "nosuch", nil)
+	h.sweep()
+
+	for _, id := range []int64{1, 2} {
+		fi, err := os.Lstat(h.path(ResponseName(id)))
+		require.NoError(t, err)
+		assert.True(t, fi.Mode().IsRegular(), "res-%d is a regular file", id)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	}
+	assert.Equal(t, "fresh", h.mustResponse(1).Content)
+	data, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "untouched", string(data))
+}
+
+func TestSweepDropsARequestAlreadyAnsweredWithoutCharging(t *testing.T) {
+	read := echoTool("read")
+	h := newHarness(t, read)
+	h.publish(ResponseName(4), []byte(`{"id":4,"ok":true,"content":"earlier"}`))
+	h.request(4, "read", nil)
+	h.sweep()
+	assert.False(t, h.exists(RequestName(4)))
+	assert.Equal(t, "earlier", h.mustResponse(4).Content)
+	assert.Zero(t, read.runs.Load())
+	assert.Zero(t, h.stats.Calls)
+	assert.Zero(t, h.stats.Errors)
+	assert.Contains(t, h.stats.Seen, int64(4))
+}
+
+func TestSweepDoesNotCountASymlinkedResponseAsAnswered(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	target := filepath.Join(t.TempDir(), "res")
+	require.NoError(t, os.WriteFile(target, []byte(`{"id":1,"ok":true,"content":"forged"}`), 0o600))
+	require.NoError(t, os.Symlink(target, h.path(ResponseName(1))))
+	h.request(1, "read", map[string]any{"text": "real"})
+	h.sweep()
+	assert.Equal(t, "real", h.mustResponse(1).Content)
+	assert.Equal(t, 1, h.stats.Calls)
+}
+
+func TestHandshakeLeavesNoTempReservationOrRequestFiles(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	for id := int64(1); id <= 5; id++ {
+		h.request(id, "read", nil)
+	}
+	h.request(6, "bash", nil)
+	h.requestWithToken(7, "wrong", "read", nil)
+	h.sweep()
+	for _, name := range h.names() {
+		assert.True(t, strings.HasPrefix(name, "res-") && strings.HasSuffix(name, ".json"), "leftover %q", name)
+	}
+	assert.Len(t, h.names(), 7)
+}
+
+func TestResponsesAreCompactASCIIJSON(t *testing.T) {
+	tool := &funcTool{name: "read", fn: nil}
+	h := newHarness(t, tool)
+	tool.fn = textTool("é 😀 \u2028 \x00 \"q\" \\ \xff end").fn
+	h.request(1, "read", nil)
+	h.sweep()
+	raw, err := os.ReadFile(h.path(ResponseName(1)))
+	require.NoError(t, err)
+	for _, r := range string(raw) {
+		assert.True(t, r < unicode.MaxASCII && r >= 0x20, "non-ASCII or control byte %q in %s", r, raw)
+	}
+	assert.NotContains(t, string(raw), ": ")
+	assert.Equal(t, "é 😀 \u2028 \x00 \"q\" \\ \uFFFD end", h.mustResponse(1).Content)
+	assert.Equal(t, int64(len("é 😀 \u2028 \x00 \"q\" \\ \uFFFD end")), h.stats.Bytes, "charged for what the script receives")
+}
+
+func TestPlantedFIFOsNeverBlockThePump(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	require.NoError(t, os.Symlink(fifo, h.path(RequestName(1))))
+	require.NoError(t, syscall.Mkfifo(h.path(RequestName(2)), 0o600))
+	require.NoError(t, syscall.Mkfifo(h.path("notify-1.json"), 0o600))
+	require.NoError(t, syscall.Mkfifo(h.path("text-1.json"), 0o600))
+	require.NoError(t, syscall.Mkfifo(h.path(ExceptionFile), 0o600))
+	h.request(3, "read", nil)
+	h.sweep()
+	DrainNotifications(h.cfg, &h.stats)
+
+	assert.Equal(t, MsgAuthFailed, h.mustResponse(1).Error, "a link to a FIFO is not a readable request")
+	_, answered := h.response(2)
+	assert.False(t, answered, "a FIFO at a request name is not a request")
+	assert.True(t, h.exists(RequestName(2)))
+	assert.True(t, h.mustResponse(3).OK)
+	assert.False(t, h.exists("notify-1.json"))
+	assert.Empty(t, ReadTextBlocks(h.dir, 65536))
+	_, ok := ReadException(h.dir)
+	assert.False(t, ok)
+}
+
+func TestSweepWithNilStatsStillAnswers(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	h.request(1, "read", nil)
+	require.NoError(t, Sweep(context.Background(), h.cfg, nil))
+	assert.True(t, h.mustResponse(1).OK)
+}

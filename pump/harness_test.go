@@ -1,0 +1,245 @@
+package pump
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/tools"
+)
+
+// funcTool is a test tool: a name, a body and a run counter.
+type funcTool struct {
+	name string
+	fn   func(ctx context.Context, params map[string]any) (tools.Result, error)
+	runs atomic.Int64
+}
+
+func (t *funcTool) Name() string { return t.name }
+
+func (t *funcTool) Execute(ctx context.Context, params map[string]any) (tools.Result, error) {
+	t.runs.Add(1)
+	return t.fn(ctx, params)
+}
+
+// echoTool answers params["text"] (or "ok").
+func echoTool(name string) *funcTool {
+	return &funcTool{name: name, fn: func(_ context.Context, p map[string]any) (tools.Result, error) {
+		if s, ok := p["text"].(string); ok {
+			return tools.TextResult(s), nil
+		}
+		return tools.TextResult("ok"), nil
+	}}
+}
+
+// sizeTool answers params["n"] bytes of "x".
+func sizeTool(name string, untrusted bool) *funcTool {
+	return &funcTool{name: name, fn: func(_ context.Context, p map[string]any) (tools.Result, error) {
+		n, _ := p["n"].(float64)
+		r := tools.TextResult(strings.Repeat("x", int(n)))
+		r.Untrusted = untrusted
+		return r, nil
+	}}
+}
+
+// blocker is a tool whose calls report their start and wait for a release
+// (or their context's end).
+type blocker struct {
+	funcTool
+	started chan int64
+	release chan struct{}
+	// perID, when set, releases calls one by one instead of release.
+	perID    map[int64]chan struct{}
+	mu       sync.Mutex
+	events   []string
+	canceled atomic.Int64
+}
+
+func newBlocker(name string) *blocker {
+	b := &blocker{started: make(chan int64, 64), release: make(chan struct{})}
+	b.name = name
+	b.fn = func(ctx context.Context, p map[string]any) (tools.Result, error) {
+		id := int64(p["id"].(float64))
+		b.log("start %d", id)
+		b.started <- id
+		release := b.release
+		if ch, ok := b.perID[id]; ok {
+			release = ch
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			b.canceled.Add(1)
+			return tools.Result{}, ctx.Err()
+		}
+		b.log("end %d", id)
+		return tools.TextResult(fmt.Sprintf("done %d", id)), nil
+	}
+	return b
+}
+
+func (b *blocker) log(format string, a ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = append(b.events, fmt.Sprintf(format, a...))
+}
+
+func (b *blocker) Events() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.events...)
+}
+
+// waitStart receives the next start, failing the test after a generous
+// guard (a hang guard, not a timing assertion).
+func (b *blocker) waitStart(t *testing.T) int64 {
+	t.Helper()
+	select {
+	case id := <-b.started:
+		return id
+	case <-time.After(10 * time.Second):
+		t.Fatal("tool never started")
+		return 0
+	}
+}
+
+// harness is one private rpc directory with a token and a pump config.
+type harness struct {
+	t     *testing.T
+	dir   string
+	token string
+	cfg   Config
+	stats Stats
+}
+
+func newHarness(t *testing.T, ts ...tools.Tool) *harness {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "rpc-test")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	token, err := NewToken()
+	require.NoError(t, err)
+	m := map[string]tools.Tool{}
+	for _, tl := range ts {
+		m[tl.Name()] = tl
+	}
+	return &harness{
+		t: t, dir: dir, token: token, stats: NewStats(),
+		cfg: Config{Dir: dir, Token: token, Tools: m, MaxCalls: 100, MaxResultBytes: 5 << 20},
+	}
+}
+
+// publish writes a file the way a script does: a temp file renamed onto
+// the final name.
+func (h *harness) publish(name string, body []byte) {
+	h.t.Helper()
+	tmp := filepath.Join(h.dir, name+".tmp")
+	require.NoError(h.t, os.WriteFile(tmp, body, 0o600))
+	require.NoError(h.t, os.Rename(tmp, filepath.Join(h.dir, name)))
+}
+
+// request publishes req-<id>.json as the shim would, with the right token.
+func (h *harness) request(id int64, tool string, params map[string]any) {
+	h.t.Helper()
+	h.requestWithToken(id, h.token, tool, params)
+}
+
+func (h *harness) requestWithToken(id int64, token any, tool string, params map[string]any) {
+	h.t.Helper()
+	if params == nil {
+		params = map[string]any{}
+	}
+	if _, ok := params["id"]; !ok {
+		params["id"] = id
+	}
+	body, err := json.Marshal(map[string]any{"id": id, "token": token, "tool": tool, "params": params})
+	require.NoError(h.t, err)
+	h.publish(RequestName(id), body)
+}
+
+func (h *harness) sweep() {
+	h.t.Helper()
+	require.NoError(h.t, Sweep(context.Background(), h.cfg, &h.stats))
+}
+
+func (h *harness) path(name string) string { return filepath.Join(h.dir, name) }
+
+type response struct {
+	ID      int64  `json:"id"`
+	OK      bool   `json:"ok"`
+	Content string `json:"content"`
+	Error   string `json:"error"`
+}
+
+// response reads res-<id>.json; ok is false when there is none.
+func (h *harness) response(id int64) (response, bool) {
+	h.t.Helper()
+	body, err := os.ReadFile(h.path(ResponseName(id)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return response{}, false
+	}
+	require.NoError(h.t, err)
+	var r response
+	require.NoError(h.t, json.Unmarshal(body, &r), "response %d: %s", id, body)
+	return r, true
+}
+
+func (h *harness) mustResponse(id int64) response {
+	h.t.Helper()
+	r, ok := h.response(id)
+	require.True(h.t, ok, "no response for id %d", id)
+	return r
+}
+
+func (h *harness) exists(name string) bool {
+	_, err := os.Lstat(h.path(name))
+	return err == nil
+}
+
+// names lists the rpc directory.
+func (h *harness) names() []string {
+	h.t.Helper()
+	des, err := os.ReadDir(h.dir)
+	require.NoError(h.t, err)
+	var out []string
+	for _, de := range des {
+		out = append(out, de.Name())
+	}
+	return out
+}
+
+// waitFor polls cond with a generous hang guard.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// textTool answers a fixed text.
+func textTool(s string) *funcTool {
+	return &funcTool{name: "text", fn: func(context.Context, map[string]any) (tools.Result, error) {
+		return tools.TextResult(s), nil
+	}}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}

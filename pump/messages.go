@@ -1,0 +1,42 @@
+package pump
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The exact texts scripts see in ToolError (bridge.md §5.5–5.7, §6.4).
+const (
+	MsgAuthFailed        = "rpc authentication failed"
+	MsgReplayed          = "rpc request already processed"
+	MsgInvalid           = "invalid rpc request"
+	MsgNotMarked         = "rpc dispatch could not be marked in-flight"
+	MsgInterrupted       = "rpc dispatch interrupted"
+	MsgRequestFailed     = "rpc request failed"
+	MsgNonText           = "[non-text content omitted]"
+	msgDeniedNoTool      = "rpc tool call denied by policy"
+	msgUnavailableNoTool = "tool is not available inside execute_code scripts"
+)
+
+// Sentinel errors of ParseRequest; the sweep answers them with
+// MsgAuthFailed and MsgInvalid respectively.
+var (
+	ErrAuth    = errors.New(MsgAuthFailed)
+	ErrInvalid = errors.New(MsgInvalid)
+)
+
+func msgCallLimit(maxCalls int) string {
+	return fmt.Sprintf("rpc call limit exceeded (max %d calls per script)", maxCalls)
+}
+
+func msgUnavailable(tool string) string {
+	return fmt.Sprintf("tool '%s' is not available inside execute_code scripts", tool)
+}
+
+func msgDenied(tool string) string {
+	return fmt.Sprintf("tool '%s' denied by policy", tool)
+}
+
+func msgBudget(size, remaining, limit int64) string {
+	return fmt.Sprintf("rpc result byte budget exceeded (result %d bytes, %d bytes remaining of %d)", size, remaining, limit)
+}

@@ -1,0 +1,161 @@
+package pump
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// findPython returns the first python3 on PATH that is a real executable,
+// not a version manager's shell shim.
+func findPython(t *testing.T) string {
+	t.Helper()
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(dir, "python3")
+		fi, err := os.Stat(p)
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		head := make([]byte, 2)
+		n, _ := f.Read(head)
+		f.Close()
+		if n == 2 && string(head) == "#!" {
+			continue
+		}
+		return p
+	}
+	t.Skip("no python3 executable on PATH")
+	return ""
+}
+
+// shimLike speaks the bridge protocol the way the shim does: publish by
+// temp file and rename, ring fd 3, wait on fd 4 with a slow fallback.
+const shimLike = `
+import json, os, select, sys
+d, token = sys.argv[1], sys.argv[2]
+for fd in (3, 4):
+    os.set_inheritable(fd, False)
+    os.set_blocking(fd, False)
+
+def publish(name, payload):
+    tmp = os.path.join(d, name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(payload, f)
+    os.replace(tmp, os.path.join(d, name))
+    try:
+        os.write(3, b"\x01")
+    except (BlockingIOError, BrokenPipeError, OSError):
+        pass
+
+def call(i, tool, params):
+    publish("req-%d.json" % i, {"id": i, "token": token, "tool": tool, "params": params})
+    res = os.path.join(d, "res-%d.json" % i)
+    while not os.path.exists(res):
+        select.select([4], [], [], 0.1)
+        try:
+            while os.read(4, 4096):
+                pass
+        except BlockingIOError:
+            pass
+    with open(res) as f:
+        r = json.load(f)
+    if not r["ok"]:
+        return "error: " + r["error"]
+    return r["content"]
+
+out = []
+for i in range(1, 4):
+    out.append(call(i, "read", {"text": "hello %d \u00e9\U0001f600" % i}))
+out.append(call(4, "bash", {}))
+publish("notify-1.json", {"n": 1, "msg": "done"})
+print(json.dumps(out))
+`
+
+func TestServeSpeaksTheBridgeWithARealPython(t *testing.T) {
+	python := findPython(t)
+	h := newHarness(t, echoTool("read"))
+	b := h.withBells()
+	h.cfg.PollInterval = time.Hour // progress only through the doorbells
+	got := h.collect()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, python, "-c", shimLike, h.dir, h.token)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.ExtraFiles = b.ChildFiles()
+	cmd.WaitDelay = time.Second
+	require.NoError(t, cmd.Start())
+	require.NoError(t, b.CloseChildEnds())
+	exited := make(chan struct{})
+	waited := make(chan error, 1)
+	go func() {
+		waited <- cmd.Wait()
+		close(exited)
+	}()
+
+	stats := Serve(ctx, h.cfg, exited)
+	require.NoError(t, <-waited, "python stderr: %s", stderr.String())
+
+	var out []string
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	assert.Equal(t, []string{
+		"hello 1 é😀", "hello 2 é😀", "hello 3 é😀",
+		"error: tool 'bash' is not available inside execute_code scripts",
+	}, out)
+	assert.Equal(t, 4, stats.Calls)
+	assert.Equal(t, 1, stats.Errors)
+	assert.Equal(t, []string{"done"}, *got)
+}
+
+// textWriter writes text() frames the way the shim does (surrogates made
+// U+FFFD first, json.dump with its defaults) and prints what it wrote and
+// how many bytes it charged.
+const textWriter = `
+import json, os, sys
+d = sys.argv[1]
+def safe(s):
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
+corpus = ["\ud800 lone", "pair \ud83d\ude00 as two", "\x00\x01\x1f ctl", "emoji \U0001f389",
+          "sep \u2028 \u2029", "quote \" back \\", "\u00e9\u4e2d", "", "x" * 1000]
+sent, used = [], 0
+for n, s in enumerate(corpus, 1):
+    s = safe(s)
+    frame = {"n": n, "text": s}
+    used += len(json.dumps(frame))
+    with open(os.path.join(d, "text-%d.json" % n), "w") as f:
+        json.dump(frame, f)
+    sent.append(s)
+print(json.dumps({"sent": sent, "used": used}))
+`
+
+func TestReadTextBlocksReturnsExactlyWhatPythonWrote(t *testing.T) {
+	python := findPython(t)
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, python, "-c", textWriter, h.dir).Output()
+	require.NoError(t, err)
+	var want struct {
+		Sent []string
+		Used int
+	}
+	require.NoError(t, json.Unmarshal(out, &want))
+
+	assert.Equal(t, want.Sent, ReadTextBlocks(h.dir, 65536))
+	assert.Equal(t, want.Sent, ReadTextBlocks(h.dir, want.Used), "the host charges exactly the shim's bytes")
+	assert.Equal(t, want.Sent[:len(want.Sent)-1], ReadTextBlocks(h.dir, want.Used-1))
+}

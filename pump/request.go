@@ -1,0 +1,100 @@
+package pump
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Request is an authenticated, validated helper call. Its id comes from
+// the file name, never from the body.
+type Request struct {
+	Tool   string
+	Params map[string]any
+}
+
+// maxRequestBytes bounds what the pump reads of one request file. The
+// shim's requests are a few hundred bytes; anything larger cannot be
+// parsed, so it fails authentication like any unparseable body.
+const maxRequestBytes = 1 << 20
+
+// NewToken returns a fresh bridge token: 32 random bytes, base64url
+// without padding (43 characters of [A-Za-z0-9_-]).
+func NewToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("bridge token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// ParseRequest decodes, authenticates and validates a request body
+// (bridge.md §5.5 steps 2–4d). Authentication comes first: a body that is
+// not a JSON object of valid UTF-8, or whose "token" is not a string equal
+// (in constant time) to a non-empty token, is ErrAuth. An authenticated
+// body whose "tool" is not a string or whose "params" is neither absent,
+// null, false nor an object is ErrInvalid. The caller must apply the
+// replay and budget gates between the two, which is why both come from
+// one pure function: the order is the caller's, the verdicts are here.
+func ParseRequest(body []byte, token string) (Request, error) {
+	if !utf8.Valid(body) {
+		return Request{}, fmt.Errorf("%w: body is not UTF-8", ErrAuth)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return Request{}, fmt.Errorf("%w: body is not a JSON object", ErrAuth)
+	}
+	if !tokenMatches(fields["token"], token) {
+		return Request{}, fmt.Errorf("%w: token mismatch", ErrAuth)
+	}
+
+	var req Request
+	raw, ok := fields["tool"]
+	if !ok || !isJSONString(raw) {
+		return Request{}, fmt.Errorf("%w: tool is not a string", ErrInvalid)
+	}
+	if err := json.Unmarshal(raw, &req.Tool); err != nil {
+		return Request{}, fmt.Errorf("%w: tool is not a string", ErrInvalid)
+	}
+	req.Params = map[string]any{}
+	raw = bytes.TrimSpace(fields["params"])
+	switch {
+	case len(raw) == 0, bytes.Equal(raw, []byte("null")), bytes.Equal(raw, []byte("false")):
+	case raw[0] == '{':
+		// A number float64 cannot hold (1e400) fails here: the tool
+		// could not take it, so the call is invalid, not unauthenticated.
+		if err := json.Unmarshal(raw, &req.Params); err != nil {
+			return Request{}, fmt.Errorf("%w: params: %w", ErrInvalid, err)
+		}
+	default:
+		return Request{}, fmt.Errorf("%w: params is not an object", ErrInvalid)
+	}
+	return req, nil
+}
+
+// tokenMatches compares in constant time, after the length check (which
+// leaks only the length, and the expected length is public: 43).
+func tokenMatches(raw json.RawMessage, want string) bool {
+	if want == "" || !isJSONString(raw) {
+		return false
+	}
+	var got string
+	if err := json.Unmarshal(raw, &got); err != nil {
+		return false
+	}
+	if len(got) != len(want) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// isJSONString reports whether raw is a JSON string literal; json.Unmarshal
+// into a string would silently accept null.
+func isJSONString(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '"'
+}

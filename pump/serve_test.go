@@ -1,0 +1,197 @@
+package pump
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// serveAsync runs Serve in the background; the channel delivers its stats.
+func (h *harness) serveAsync(ctx context.Context, exited <-chan struct{}) <-chan Stats {
+	out := make(chan Stats, 1)
+	go func() { out <- Serve(ctx, h.cfg, exited) }()
+	return out
+}
+
+func (h *harness) withBells() *Bells {
+	h.t.Helper()
+	b, err := NewBells()
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() { _ = b.Close() })
+	h.cfg.Bells = b
+	return b
+}
+
+// ringHost is what the shim does after publishing a frame.
+func ringHost(t *testing.T, b *Bells) {
+	t.Helper()
+	_, err := b.ChildFiles()[0].Write([]byte{1})
+	require.NoError(t, err)
+}
+
+func TestServeSweepsOnAWakeUpAndRingsBack(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	b := h.withBells()
+	h.cfg.PollInterval = time.Hour // only a ring can make it sweep
+	exited := make(chan struct{})
+	got := h.collect()
+	done := h.serveAsync(context.Background(), exited)
+
+	h.request(1, "read", map[string]any{"text": "hi"})
+	ringHost(t, b)
+	buf := make([]byte, 16)
+	n, err := b.ChildFiles()[1].Read(buf) // the shim's wait for a ring
+	require.NoError(t, err)
+	require.Positive(t, n)
+	assert.Equal(t, response{ID: 1, OK: true, Content: "hi"}, h.mustResponse(1))
+
+	h.publish("notify-1.json", notifyFrame(t, 1, "last words"))
+	close(exited)
+	stats := <-done
+	assert.Equal(t, 1, stats.Calls)
+	assert.Equal(t, 1, stats.NotifyForwarded, "the final drain forwards a notification written before exit")
+	assert.Equal(t, []string{"last words"}, *got)
+}
+
+func TestServePollsWithoutBells(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	h.cfg.PollInterval = time.Millisecond
+	exited := make(chan struct{})
+	done := h.serveAsync(context.Background(), exited)
+	h.request(1, "read", nil)
+	waitFor(t, "the answer", func() bool { _, ok := h.response(1); return ok })
+	close(exited)
+	assert.Equal(t, 1, (<-done).Calls)
+}
+
+func TestServeNeverDispatchesARequestPresentAfterExit(t *testing.T) {
+	read := echoTool("read")
+	h := newHarness(t, read)
+	b := h.withBells()
+	h.cfg.PollInterval = time.Millisecond
+	got := h.collect()
+	exited := make(chan struct{})
+	close(exited)
+	h.request(1, "read", nil)
+	h.publish("notify-1.json", notifyFrame(t, 1, "posthumous notify"))
+	ringHost(t, b)
+	waitFor(t, "the ring to be pending", func() bool { return len(b.wake) == 1 })
+
+	stats := Serve(context.Background(), h.cfg, exited)
+	assert.Zero(t, read.runs.Load(), "a posthumous request never runs")
+	assert.Zero(t, stats.Calls)
+	_, answered := h.response(1)
+	assert.False(t, answered)
+	assert.True(t, h.exists(RequestName(1)), "left for teardown")
+	assert.Equal(t, []string{"posthumous notify"}, *got, "notifications still drain")
+}
+
+func TestServeStopsAtExitEvenWithRequestsArrivingLater(t *testing.T) {
+	read := echoTool("read")
+	h := newHarness(t, read)
+	h.cfg.PollInterval = time.Millisecond
+	exited := make(chan struct{})
+	done := h.serveAsync(context.Background(), exited)
+	close(exited)
+	<-done
+	h.request(1, "read", nil)
+	assert.Zero(t, read.runs.Load())
+}
+
+func TestServeCancelsInFlightDispatchesWhenTheRunEnds(t *testing.T) {
+	b := newBlocker("read")
+	h := newHarness(t, b)
+	h.cfg.PollInterval = time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exited := make(chan struct{})
+	done := h.serveAsync(ctx, exited)
+	h.request(1, "read", nil)
+	b.waitStart(t)
+	cancel()
+	waitFor(t, "the tool to see the cancellation", func() bool { return b.canceled.Load() == 1 })
+	select {
+	case <-done:
+		t.Fatal("Serve returned before the script exited")
+	default:
+	}
+	close(exited)
+	stats := <-done
+	assert.Equal(t, 1, stats.Calls)
+	assert.Equal(t, 1, stats.Errors)
+	_, answered := h.response(1)
+	assert.False(t, answered)
+}
+
+func TestServeSurvivesABellFloodAndStillAnswers(t *testing.T) {
+	read := echoTool("read")
+	h := newHarness(t, read)
+	b := h.withBells()
+	h.cfg.PollInterval = 100 * time.Millisecond
+	var sweeps, spurious atomic.Int64
+	h.cfg.onSweep = func(work int) {
+		sweeps.Add(1)
+		if work == 0 {
+			spurious.Add(1)
+		}
+	}
+	exited := make(chan struct{})
+	done := h.serveAsync(context.Background(), exited)
+
+	stop := make(chan struct{})
+	flooded := make(chan int64)
+	go func() {
+		var n int64
+		w := b.ChildFiles()[0]
+		one := []byte{1}
+		for {
+			select {
+			case <-stop:
+				flooded <- n
+				return
+			default:
+			}
+			if _, err := w.Write(one); err == nil {
+				n++
+			}
+		}
+	}()
+	// The flood runs for 300 ms; a real request arrives in its middle.
+	time.Sleep(100 * time.Millisecond)
+	h.request(1, "read", map[string]any{"text": "through the flood"})
+	ringHost(t, b)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	rings := <-flooded
+	waitFor(t, "the answer", func() bool { _, ok := h.response(1); return ok })
+	close(exited)
+	stats := <-done
+
+	assert.Equal(t, response{ID: 1, OK: true, Content: "through the flood"}, h.mustResponse(1))
+	assert.Equal(t, 1, stats.Calls)
+	t.Logf("%d rings, %d sweeps (%d spurious)", rings, sweeps.Load(), spurious.Load())
+	require.Greater(t, rings, int64(1000), "the flood really flooded")
+	assert.Less(t, sweeps.Load(), int64(60), "backoff keeps a flood from driving sweeps")
+}
+
+func TestWakeGateBacksOffOnlyAfterRepeatedSpuriousWakeUps(t *testing.T) {
+	g := wakeGate{max: 10 * time.Millisecond}
+	var got []time.Duration
+	for range 7 {
+		got = append(got, g.after(true, 0))
+	}
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{0, ms, 2 * ms, 4 * ms, 8 * ms, 10 * ms, 10 * ms}, got)
+
+	assert.Zero(t, g.after(false, 0), "a quiet fallback poll holds nothing back")
+	assert.Equal(t, 10*ms, g.after(true, 0), "nor does it reset the streak")
+	assert.Zero(t, g.after(true, 1), "a productive sweep resets")
+	assert.Zero(t, g.after(true, 0), "the first spurious wake-up after work is forgiven")
+	assert.Equal(t, ms, g.after(true, 0))
+	assert.Zero(t, g.after(false, 3), "productive fallback polls reset too")
+	assert.Zero(t, g.after(true, 0))
+}

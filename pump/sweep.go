@@ -1,0 +1,167 @@
+package pump
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+)
+
+// claim is a dispatch-bound request whose marker is published.
+type claim struct {
+	id     int64
+	tool   string
+	params map[string]any
+}
+
+// Sweep runs one sweep over cfg.Dir (bridge.md §5.3): recover orphaned
+// claim markers (with an empty ledger), forward notifications, select up to
+// MaxRequestsPerSweep requests, claim them serially in ascending id order
+// and dispatch the claims in waves, answering each as it is awaited.
+// Stats are updated in place. When ctx ends mid-dispatch the sweep stops
+// answering at once, as a killed sweep would: its in-flight and pending
+// claims are counted as errors, their markers stay for recovery, and
+// ctx's error is returned.
+func Sweep(ctx context.Context, cfg Config, stats *Stats) error {
+	return newSweeper(cfg, stats).run(ctx)
+}
+
+func (s *sweeper) run(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err // a killed sweep touches nothing
+	}
+	l, err := listDir(s.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	s.recoverMarkers(l.markers, nil)
+	s.forwardNotifications(l.notifies)
+
+	sortEntries(l.requests)
+	selected := l.requests[:min(len(l.requests), s.cfg.MaxRequestsPerSweep)]
+	claims := make([]claim, 0, len(selected))
+	for _, e := range selected {
+		if ctx.Err() != nil {
+			break // unclaimed requests stay on disk for the next sweep
+		}
+		if !e.valid {
+			_ = s.remove(e.name)
+			continue
+		}
+		if c, ok := s.claim(e); ok {
+			claims = append(claims, c)
+		}
+	}
+	return s.dispatch(ctx, claims)
+}
+
+// claim runs §5.5 for one request file. Every request it does not return
+// as a claim is answered (the answer written before the request is
+// deleted), except one already answered, which is dropped silently.
+func (s *sweeper) claim(e entry) (claim, bool) {
+	id := e.n
+	if isRegular(s.path(ResponseName(id))) {
+		_ = s.remove(e.name)
+		s.stats.remember(id)
+		return claim{}, false
+	}
+	body, err := readBounded(s.path(e.name), true, maxRequestBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return claim{}, false // withdrawn since the listing: nothing to answer
+	}
+	var req Request
+	if err == nil {
+		req, err = ParseRequest(body, s.cfg.Token)
+	}
+	if err != nil && !errors.Is(err, ErrInvalid) {
+		s.answer(id, MsgAuthFailed)
+		_ = s.remove(e.name)
+		s.stats.Denied++
+		return claim{}, false
+	}
+	return s.claimAuthenticated(e, req, err)
+}
+
+// claimAuthenticated is §5.5 step 4, guarded: a panic inside (a policy,
+// say) answers "rpc request failed" with the id remembered and no call
+// charged.
+func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c claim, ok bool) {
+	id, stats := e.n, s.stats
+	calls, errs, denied := stats.Calls, stats.Errors, stats.Denied
+	defer func() {
+		if r := recover(); r != nil {
+			s.cfg.Logger.Warn().Int64("id", id).Str("panic", typeName(r)).
+				Msg("execute_code rpc claim failed; answering rpc request failed")
+			stats.Calls, stats.Errors, stats.Denied = calls, errs, denied
+			s.answer(id, MsgRequestFailed)
+			_ = s.remove(e.name)
+			stats.remember(id)
+			stats.Errors++
+			c, ok = claim{}, false
+		}
+	}()
+	refuse := func(msg string) {
+		s.answer(id, msg)
+		_ = s.remove(e.name)
+	}
+
+	if stats.seen(id) {
+		refuse(MsgReplayed)
+		stats.Errors++
+		return claim{}, false
+	}
+	if stats.Calls >= s.cfg.MaxCalls {
+		refuse(msgCallLimit(s.cfg.MaxCalls))
+		stats.remember(id)
+		stats.Errors++
+		return claim{}, false
+	}
+	// The ledger hears of the reservation before the spend, so no kill
+	// can spend a call the ledger cannot prove.
+	feedLedger(&s.cfg, id, ClaimReserved, "")
+	stats.remember(id)
+	stats.Calls++
+
+	if parseErr != nil {
+		feedLedger(&s.cfg, id, ClaimInvalid, "")
+		refuse(MsgInvalid)
+		stats.Errors++
+		return claim{}, false
+	}
+	if t, found := s.cfg.Tools[req.Tool]; !found || t == nil {
+		feedLedger(&s.cfg, id, ClaimUnknownTool, req.Tool)
+		refuse(msgUnavailable(req.Tool))
+		stats.Errors++
+		return claim{}, false
+	}
+	if s.cfg.Policy != nil {
+		if allowed, reason := s.cfg.Policy.Allowed(req.Tool); !allowed {
+			if reason == "" {
+				reason = msgDenied(req.Tool)
+			}
+			feedLedger(&s.cfg, id, ClaimDenied, req.Tool)
+			refuse(reason)
+			stats.Denied++
+			return claim{}, false
+		}
+	}
+
+	// Ledger first: it must be a superset of the published markers.
+	feedLedger(&s.cfg, id, ClaimClaimed, req.Tool)
+	marker := MarkerName(id)
+	if err := os.Rename(s.path(e.name), s.path(marker)); err != nil {
+		refuse(MsgNotMarked)
+		stats.Errors++
+		return claim{}, false
+	}
+	s.progress++
+	if !isRegular(s.path(marker)) {
+		// A symlinked request became a symlink marker: a marker must be
+		// evidence the script cannot redirect.
+		s.answer(id, MsgNotMarked)
+		_ = s.remove(marker)
+		stats.Errors++
+		return claim{}, false
+	}
+	return claim{id: id, tool: req.Tool, params: req.Params}, true
+}

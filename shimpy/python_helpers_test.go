@@ -1,0 +1,431 @@
+package shimpy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// testToken looks like a real bridge token (bridge.md §3.3).
+const testToken = "tok_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn0"
+
+var allTools = []string{"read", "grep", "find", "ls", "webfetch"}
+
+var (
+	pythonOnce sync.Once
+	pythonPath string
+)
+
+// findPython returns the first python3 on $PATH that is a real executable,
+// not a version-manager shim script (those start with "#!").
+func findPython(t testing.TB) string {
+	t.Helper()
+	pythonOnce.Do(func() {
+		for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+			if dir == "" {
+				continue
+			}
+			candidate := filepath.Join(dir, "python3")
+			info, err := os.Stat(candidate)
+			if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+				continue
+			}
+			head := make([]byte, 2)
+			f, err := os.Open(candidate)
+			if err != nil {
+				continue
+			}
+			n, _ := io.ReadFull(f, head)
+			_ = f.Close()
+			if n == 2 && string(head) == "#!" {
+				continue
+			}
+			pythonPath = candidate
+			return
+		}
+	})
+	if pythonPath == "" {
+		t.Skip("no python3 executable on PATH")
+	}
+	return pythonPath
+}
+
+// stage is one staged run: a workspace holding lemon_tools.py and an rpc
+// directory, laid out like bridge.md §3.2.
+type stage struct {
+	work  string
+	rpc   string
+	token string
+	tools []string
+}
+
+// newStage writes a configured prelude (per-call shape).
+func newStage(t testing.TB, tools []string, maxTextBytes int, bells *Bells) *stage {
+	t.Helper()
+	s := newBareStage(t, tools)
+	s.writeModule(t, RenderPrelude(s.rpc, s.token, tools, maxTextBytes, bells))
+	return s
+}
+
+// newUnconfiguredStage writes the session-shaped module (_BRIDGE = None).
+func newUnconfiguredStage(t testing.TB, tools []string, maxTextBytes int) *stage {
+	t.Helper()
+	s := newBareStage(t, tools)
+	s.writeModule(t, RenderModule(tools, maxTextBytes))
+	return s
+}
+
+func newBareStage(t testing.TB, tools []string) *stage {
+	t.Helper()
+	work := t.TempDir()
+	require.NoError(t, os.Chmod(work, 0o700))
+	rpc := filepath.Join(work, "rpc-0123456789")
+	require.NoError(t, os.Mkdir(rpc, 0o700))
+	return &stage{work: work, rpc: rpc, token: testToken, tools: tools}
+}
+
+// newRPCDir makes another 0700 rpc directory inside the workspace.
+func (s *stage) newRPCDir(t testing.TB, name string) string {
+	t.Helper()
+	dir := filepath.Join(s.work, name)
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	return dir
+}
+
+func (s *stage) writeModule(t testing.TB, text string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(s.work, ModuleName+".py"), []byte(text), 0o600))
+}
+
+// outcome is what a finished python run left behind.
+type outcome struct {
+	output string // stdout and stderr merged in one pipe
+	exit   int
+}
+
+// proc is a started python run.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
+	cancel context.CancelFunc
+}
+
+// start runs script.py (the script with the injected import line) with
+// stdout and stderr merged; extra become fds 3, 4, … in the child.
+func (s *stage) start(t testing.TB, script string, extra ...*os.File) *proc {
+	t.Helper()
+	python := findPython(t)
+	require.NoError(t, os.WriteFile(filepath.Join(s.work, "script.py"), []byte(RenderScript(script, s.tools)), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cmd := exec.CommandContext(ctx, python, "-B", "-E", "-s", "script.py")
+	cmd.Dir = s.work
+	cmd.Env = pythonEnv()
+	cmd.WaitDelay = 5 * time.Second
+	cmd.ExtraFiles = extra
+	out := &bytes.Buffer{}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	p := &proc{cmd: cmd, out: out, cancel: cancel}
+	// A test that fails half-way must not leave a python waiting forever.
+	t.Cleanup(func() {
+		p.cancel()
+		p.wait()
+	})
+	return p
+}
+
+// wait reaps the process (idempotent) and reports how it ended.
+func (p *proc) wait() outcome {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Wait()
+		p.cancel()
+	}
+	return outcome{output: p.out.String(), exit: p.cmd.ProcessState.ExitCode()}
+}
+
+// run runs script.py to completion.
+func (s *stage) run(t testing.TB, script string, extra ...*os.File) outcome {
+	t.Helper()
+	return s.start(t, script, extra...).wait()
+}
+
+// pythonEnv is the caller's environment without PYTHON* variables, so a
+// developer's PYTHONUNBUFFERED or PYTHONSTARTUP cannot change the result.
+func pythonEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PYTHON") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// requireClean asserts the run exited 0 and returns its output.
+func requireClean(t testing.TB, o outcome) string {
+	t.Helper()
+	require.Equal(t, 0, o.exit, "python failed:\n%s", o.output)
+	return o.output
+}
+
+// lastJSONLine decodes the last line of the output into v.
+func lastJSONLine(t testing.TB, output string, v any) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(output, "\n"), "\n")
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), v), "output:\n%s", output)
+}
+
+// listDir returns the sorted names in dir.
+func listDir(t testing.TB, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names
+}
+
+var frameName = regexp.MustCompile(`^(text|notify)-(\d+)\.json$`)
+
+// frames returns the bodies of the kind's frames ("text" or "notify"),
+// ordered by n.
+func frames(t testing.TB, dir, kind string) [][]byte {
+	t.Helper()
+	type numbered struct {
+		n    int
+		body []byte
+	}
+	var found []numbered
+	for _, name := range listDir(t, dir) {
+		m := frameName.FindStringSubmatch(name)
+		if m == nil || m[1] != kind {
+			continue
+		}
+		n, err := strconv.Atoi(m[2])
+		require.NoError(t, err)
+		body, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		found = append(found, numbered{n, body})
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].n < found[j].n })
+	out := make([][]byte, len(found))
+	for i, f := range found {
+		out[i] = f.body
+	}
+	return out
+}
+
+// bellPipes are both doorbells of one run. The child gets ChildFiles as
+// fds 3 (request bell, write end) and 4 (response bell, read end).
+type bellPipes struct {
+	requestRead, requestWrite   *os.File
+	responseRead, responseWrite *os.File
+	rings                       atomic.Int64
+	drained                     chan struct{}
+}
+
+func newBellPipes(t testing.TB) *bellPipes {
+	t.Helper()
+	b := &bellPipes{drained: make(chan struct{})}
+	var err error
+	b.requestRead, b.requestWrite, err = os.Pipe()
+	require.NoError(t, err)
+	b.responseRead, b.responseWrite, err = os.Pipe()
+	require.NoError(t, err)
+	go b.countRings()
+	t.Cleanup(func() {
+		_ = b.requestRead.Close()
+		<-b.drained
+		_ = b.requestWrite.Close()
+		_ = b.responseRead.Close()
+		_ = b.responseWrite.Close()
+	})
+	return b
+}
+
+// ChildFiles are the ExtraFiles of the python child.
+func (b *bellPipes) ChildFiles() []*os.File { return []*os.File{b.requestWrite, b.responseRead} }
+
+// releaseChildEnds closes the parent's copies of the child's ends once the
+// child holds them, so the request bell reads EOF when the child exits.
+func (b *bellPipes) releaseChildEnds() {
+	_ = b.requestWrite.Close()
+	_ = b.responseRead.Close()
+}
+
+func (b *bellPipes) countRings() {
+	defer close(b.drained)
+	buf := make([]byte, 512)
+	for {
+		n, err := b.requestRead.Read(buf)
+		b.rings.Add(int64(n))
+		if err != nil {
+			return
+		}
+	}
+}
+
+// ringsAfterExit waits until the child's end is closed everywhere and
+// returns how many bytes the shim rang in total.
+func (b *bellPipes) ringsAfterExit(t testing.TB) int64 {
+	t.Helper()
+	select {
+	case <-b.drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("request bell never reached EOF")
+	}
+	return b.rings.Load()
+}
+
+// request is a request file as the responder read it.
+type request struct {
+	ID     int             `json:"id"`
+	Token  string          `json:"token"`
+	Tool   string          `json:"tool"`
+	Params json.RawMessage `json:"params"`
+	file   int             // id from the file name
+}
+
+// responder is a minimal host: it picks up published requests and lets
+// the test answer them, ringing the response bell when it has one.
+type responder struct {
+	dir      string
+	ring     *os.File // nil: never ring
+	requests chan request
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+var requestName = regexp.MustCompile(`^req-(-?\d+)\.json$`)
+
+func startResponder(t testing.TB, dir string, ring *os.File) *responder {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	r := &responder{dir: dir, ring: ring, requests: make(chan request, 256), stop: stop, done: make(chan struct{})}
+	go r.scan(ctx)
+	t.Cleanup(func() {
+		r.stop()
+		<-r.done
+	})
+	return r
+}
+
+func (r *responder) scan(ctx context.Context) {
+	defer close(r.done)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		entries, err := os.ReadDir(r.dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			m := requestName.FindStringSubmatch(e.Name())
+			if m == nil {
+				continue
+			}
+			path := filepath.Join(r.dir, e.Name())
+			body, err := os.ReadFile(path)
+			if err != nil {
+				continue
+			}
+			var req request
+			if json.Unmarshal(body, &req) != nil {
+				req = request{}
+			}
+			req.file, _ = strconv.Atoi(m[1])
+			// Claimed: the request leaves the directory, as the pump's
+			// marker rename does.
+			_ = os.Rename(path, filepath.Join(r.dir, fmt.Sprintf("req-%d.claim", req.file)))
+			select {
+			case r.requests <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// next returns the next published request.
+func (r *responder) next(t testing.TB) request {
+	t.Helper()
+	select {
+	case req := <-r.requests:
+		return req
+	case <-time.After(20 * time.Second):
+		t.Fatal("no request arrived")
+		return request{}
+	}
+}
+
+// answer publishes res-<id>.json (write a private temp, rename) and rings.
+func (r *responder) answer(t testing.TB, id int, body any) {
+	t.Helper()
+	raw, ok := body.([]byte)
+	if !ok {
+		var err error
+		raw, err = json.Marshal(body)
+		require.NoError(t, err)
+	}
+	tmp := filepath.Join(r.dir, fmt.Sprintf(".res-%d--test", id))
+	require.NoError(t, os.WriteFile(tmp, raw, 0o600))
+	require.NoError(t, os.Rename(tmp, filepath.Join(r.dir, fmt.Sprintf("res-%d.json", id))))
+	if r.ring != nil {
+		if _, err := r.ring.Write([]byte{1}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			require.NoError(t, err)
+		}
+	}
+}
+
+func okResponse(id int, content string) map[string]any {
+	return map[string]any{"id": id, "ok": true, "content": content}
+}
+
+func errResponse(id int, msg string) map[string]any {
+	return map[string]any{"id": id, "ok": false, "error": msg}
+}
+
+// runPlain runs a python file that does not import the shim, with stdout
+// and stderr merged, and returns the output.
+func runPlain(t testing.TB, python, dir, file string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-B", "-E", "-s", file)
+	cmd.Dir = dir
+	cmd.Env = pythonEnv()
+	cmd.WaitDelay = 5 * time.Second
+	out := &bytes.Buffer{}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	_ = cmd.Run()
+	return out.String()
+}

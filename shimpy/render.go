@@ -1,0 +1,141 @@
+package shimpy
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+// ProtocolVersion numbers the bridge protocol the rendered shim speaks
+// (file names, frame shapes, doorbells). The shim carries it as
+// _PROTOCOL_VERSION.
+const ProtocolVersion = 1
+
+// ModuleName is the python module a script imports its helpers from; the
+// rendered module is staged as ModuleName + ".py".
+const ModuleName = "lemon_tools"
+
+// ExceptionFile is the frame the shim publishes into the bridge directory
+// when the script dies of an uncaught exception:
+// {"type": "<class name>", "errno": <int or null>}.
+const ExceptionFile = "exception.json"
+
+// defaultTextBudget is the text() cap when the caller gives none
+// (bridge.md §4.1).
+const defaultTextBudget = 65536
+
+// Bells are the child-side descriptors of the doorbell pipes: Request is
+// the write end the shim rings after publishing a request or a
+// notification, Response the read end the host rings after publishing a
+// response. The per-call runner passes {3, 4}.
+type Bells struct{ Request, Response int }
+
+var (
+	//go:embed lemon_tools.py.tmpl
+	moduleSource string
+	//go:embed stubs.py.tmpl
+	stubSource string
+
+	templates = template.Must(template.Must(
+		template.New("module").Parse(moduleSource)).
+		New("stubs").Parse(stubSource))
+)
+
+// stubOrder is the fixed order helpers appear in, whatever order the
+// configuration lists them in (bridge.md §4.6).
+var stubOrder = [...]string{"read", "grep", "find", "ls", "webfetch"}
+
+// enabled returns the known helpers present in tools, in stubOrder, each
+// once; unknown names are ignored because the host never serves them.
+func enabled(tools []string) []string {
+	var out []string
+	for _, name := range stubOrder {
+		for _, t := range tools {
+			if t == name {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+type moduleData struct {
+	ProtocolVersion int
+	TextBudget      int
+}
+
+func textBudget(maxTextBytes int) int {
+	if maxTextBytes <= 0 {
+		return defaultTextBudget
+	}
+	return maxTextBytes
+}
+
+// execute runs one embedded template. The templates and their data are
+// fixed at build time, so a failure is a defect in this package, caught by
+// its tests, never a runtime condition.
+func execute(name string, data any) string {
+	var b strings.Builder
+	if err := templates.ExecuteTemplate(&b, name, data); err != nil {
+		panic(fmt.Sprintf("shimpy: render %s: %v", name, err))
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// RenderModule returns the unconfigured module (_BRIDGE = None) with one
+// stub per enabled helper in fixed order; a session kernel stages it once
+// and configures it per cell. maxTextBytes <= 0 means 65536.
+func RenderModule(tools []string, maxTextBytes int) string {
+	parts := []string{execute("module", moduleData{
+		ProtocolVersion: ProtocolVersion,
+		TextBudget:      textBudget(maxTextBytes),
+	})}
+	for _, name := range enabled(tools) {
+		parts = append(parts, execute(name, nil))
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// RenderPrelude returns the module configured for one per-call run: the
+// rpc dir and token appear exactly once each, JSON-escaped (which python
+// reads as the same string literal). bells nil means the shim polls.
+// dir and token must be valid UTF-8; invalid bytes would become U+FFFD.
+func RenderPrelude(rpcDir, token string, tools []string, maxTextBytes int, bells *Bells) string {
+	var b strings.Builder
+	b.WriteString(RenderModule(tools, maxTextBytes))
+	fmt.Fprintf(&b, "\n\n_configure(%s, %s, %d", quote(rpcDir), quote(token), textBudget(maxTextBytes))
+	if bells != nil {
+		fmt.Fprintf(&b, ", bells=(%d, %d)", bells.Request, bells.Response)
+	}
+	b.WriteString(")\n")
+	return b.String()
+}
+
+// quote renders s as a JSON string, which is also a python string literal:
+// encoding/json emits only escapes python shares (\" \\ \n \uXXXX …), and
+// escapes U+2028/U+2029, which would otherwise end a python line.
+func quote(s string) string {
+	out, err := json.Marshal(s)
+	if err != nil {
+		// Marshalling a string cannot fail.
+		panic(fmt.Sprintf("shimpy: quote: %v", err))
+	}
+	return string(out)
+}
+
+// ImportLine is the one line injected before a script: the enabled stubs
+// in fixed order between ToolError and the always-present channels.
+func ImportLine(tools []string) string {
+	names := append([]string{"ToolError"}, enabled(tools)...)
+	names = append(names, "text", "notify", "batch")
+	return "from " + ModuleName + " import " + strings.Join(names, ", ")
+}
+
+// RenderScript prepends ImportLine to script: exactly one injected line,
+// so traceback line numbers are offset by 1.
+func RenderScript(script string, tools []string) string {
+	return ImportLine(tools) + "\n" + script
+}

@@ -1,0 +1,167 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"slices"
+)
+
+const defaultFindMaxResults = 1000
+
+type findTool struct{ root root }
+
+// NewFind returns the find tool: find(pattern, path=None, type=None,
+// max_depth=None, max_results=None, hidden=None).
+//
+// pattern is a doublestar glob matched against each entry below path
+// (default: the root): without a slash against the entry's name ("*.go"
+// at any depth), with one against its path relative to path
+// ("cmd/**/main.go"). type "f"/"file" keeps regular files, "d"/"dir"
+// directories; symlinks are listed (never followed) only without a type.
+// max_depth 1 means path's direct children. Dot entries are skipped unless
+// hidden=true; .git and .gitignore'd entries always are.
+//
+// Output is one path per line, relative to the root so it can be passed
+// to read, directories with a trailing "/", sorted. At most max_results
+// (default 1000) are listed, then "[results capped at N paths]" when more
+// exist. Nothing found gives "No files found.".
+func NewFind(opts Options) (Tool, error) {
+	r, err := newRoot(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	return &findTool{root: r}, nil
+}
+
+func (*findTool) Name() string { return "find" }
+
+type entryKind int
+
+const (
+	kindAny entryKind = iota
+	kindFile
+	kindDir
+)
+
+func (t *findTool) Execute(ctx context.Context, params map[string]any) (Result, error) {
+	a, err := newArgs("find", params, "pattern", "path", "type", "max_depth", "max_results", "hidden")
+	if err != nil {
+		return Result{}, err
+	}
+	pattern, err := a.requiredStr("pattern")
+	if err != nil {
+		return Result{}, err
+	}
+	glob, err := newGlob("find", "pattern", pattern)
+	if err != nil {
+		return Result{}, err
+	}
+	p, hasPath, err := a.str("path")
+	if err != nil {
+		return Result{}, err
+	}
+	if !hasPath || p == "" {
+		p = "."
+	}
+	typ, _, err := a.str("type")
+	if err != nil {
+		return Result{}, err
+	}
+	kind := kindAny
+	switch typ {
+	case "":
+	case "f", "file":
+		kind = kindFile
+	case "d", "dir", "directory":
+		kind = kindDir
+	default:
+		return Result{}, badParam(`parameter "type" of find must be "f"/"file" or "d"/"dir", got %q`, typ)
+	}
+	maxDepth, err := a.integer("max_depth", 0, 1)
+	if err != nil {
+		return Result{}, err
+	}
+	maxResults, err := a.integer("max_results", defaultFindMaxResults, 1)
+	if err != nil {
+		return Result{}, err
+	}
+	hidden, err := a.boolean("hidden", false)
+	if err != nil {
+		return Result{}, err
+	}
+
+	tg, err := t.root.resolve(p)
+	if err != nil {
+		return Result{}, err
+	}
+	rt, err := t.root.open()
+	if err != nil {
+		return Result{}, err
+	}
+	defer rt.Close()
+	fi, err := rt.Stat(tg.rel)
+	if err != nil {
+		return Result{}, fsError(tg.shown, err)
+	}
+	if !fi.IsDir() {
+		return Result{}, badParam("%s is not a directory; find searches below a directory", tg.shown)
+	}
+
+	start := display(tg.rel)
+	var found []string
+	size := 0
+	more, full := false, false
+	w := &walker{
+		fsys:      rt.FS(),
+		gitignore: true,
+		hidden:    hidden,
+		skipGit:   true,
+		maxDepth:  maxDepth,
+		visit: func(rel string, d fs.DirEntry, _ int) error {
+			switch {
+			case kind == kindFile && !d.Type().IsRegular():
+				return nil
+			case kind == kindDir && !d.IsDir():
+				return nil
+			}
+			if !glob.match(relTo(start, rel)) {
+				return nil
+			}
+			if len(found) == maxResults {
+				more = true
+				return errStopWalk
+			}
+			if d.IsDir() {
+				rel += "/"
+			}
+			if size+len(rel)+1 > maxOutputBytes {
+				full = true
+				return errStopWalk
+			}
+			size += len(rel) + 1
+			found = append(found, rel)
+			return nil
+		},
+	}
+	if err := w.walk(ctx, start); err != nil {
+		return Result{}, walkError(tg.shown, err)
+	}
+	slices.Sort(found)
+	out := newOutput()
+	for _, f := range found {
+		out.line(f)
+	}
+	var notes []string
+	if len(found) == 0 {
+		notes = append(notes, "No files found.")
+	}
+	if full {
+		notes = append(notes, out.fullNote())
+	}
+	if more {
+		notes = append(notes, fmt.Sprintf("[results capped at %d paths]", maxResults))
+	}
+	notes = append(notes, unreadableNote(w.unreadable))
+	return TextResult(out.finish(notes...)), nil
+}

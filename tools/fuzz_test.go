@@ -1,0 +1,77 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"golang.org/x/net/html"
+)
+
+var readRow = regexp.MustCompile(`^ *\d+\t`)
+
+// FuzzReadLines feeds arbitrary file bytes to read's renderer: it must not
+// panic, must produce valid UTF-8, and every row it shows must carry a line
+// number, whatever the bytes.
+func FuzzReadLines(f *testing.F) {
+	f.Add([]byte("a\nb\n"), 1, 10)
+	f.Add([]byte("a\r\nb"), 2, 1)
+	f.Add([]byte(""), 1, 1)
+	f.Add([]byte("\xff\xfe\n\x00"), 1, 5)
+	f.Add([]byte(strings.Repeat("é", 3000)+"\n"), 1, 1)
+	f.Fuzz(func(t *testing.T, data []byte, offset, limit int) {
+		if offset < 1 || limit < 1 || offset > 1<<20 || limit > 1<<20 {
+			t.Skip()
+		}
+		got, err := readLines(context.Background(), bytes.NewReader(data), "f", offset, limit, len(data))
+		if err != nil {
+			return
+		}
+		if !utf8.ValidString(got) {
+			t.Fatalf("invalid UTF-8 output %q", got)
+		}
+		if got == "(empty file)" {
+			return
+		}
+		for _, row := range strings.Split(got, "\n") {
+			if strings.HasPrefix(row, "[") {
+				break // the notes come last
+			}
+			if !readRow.MatchString(row) {
+				t.Fatalf("row without a line number: %q in %q", row, got)
+			}
+		}
+	})
+}
+
+// FuzzExtractHTML feeds arbitrary pages to both webfetch extractions: they
+// must not panic or fail, and text mode must yield valid UTF-8.
+func FuzzExtractHTML(f *testing.F) {
+	f.Add(testPage)
+	f.Add("<p>a<br>b</p><script>x</script>")
+	f.Add("<table><td>1<td>2</table><pre>  x\n y</pre>")
+	f.Add("<ul><li><ul><li>nested")
+	f.Add("\xff<title>\x00</title>")
+	tool, err := NewWebfetch(Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	conv := tool.(*webfetchTool).conv
+	f.Fuzz(func(t *testing.T, page string) {
+		doc, err := html.Parse(strings.NewReader(strings.ToValidUTF8(page, "\uFFFD")))
+		if err != nil {
+			return
+		}
+		_ = pageTitle(doc)
+		text := htmlText(doc)
+		if !utf8.ValidString(text) {
+			t.Fatalf("invalid UTF-8 text %q", text)
+		}
+		if _, err := conv.ConvertNode(doc); err != nil {
+			t.Fatalf("markdown conversion failed: %v", err)
+		}
+	})
+}

@@ -1,0 +1,46 @@
+package tools
+
+import (
+	"context"
+	"errors"
+)
+
+// Allowlist is the fixed, compile-time set of helpers a script may call, in
+// the order stubs are emitted. Configuration can only narrow it.
+var Allowlist = []string{"read", "grep", "find", "ls", "webfetch"}
+
+// Content is one block of a tool result. Type is "text" for text blocks;
+// any other type is shown to scripts as "[non-text content omitted]".
+type Content struct {
+	Type string
+	Text string
+}
+
+// Result is what a tool returns to a helper call.
+type Result struct {
+	Content []Content
+	// Untrusted marks content that came from outside the host (web pages):
+	// a run that accepted such a result is reported untrusted.
+	Untrusted bool
+}
+
+// TextResult is a Result holding one text block.
+func TextResult(s string) Result { return Result{Content: []Content{{Type: "text", Text: s}}} }
+
+// Tool is a helper the bridge can dispatch to. Params are the helper's
+// keyword arguments as decoded from JSON (numbers are float64). An error's
+// message is what the script's ToolError carries, so it must name the bad
+// input and never contain host paths outside the tool root.
+type Tool interface {
+	Name() string
+	Execute(ctx context.Context, params map[string]any) (Result, error)
+}
+
+// Sentinel errors tools wrap so callers (and tests) can branch on the cause.
+var (
+	ErrBadParam   = errors.New("invalid parameter")
+	ErrNotFound   = errors.New("no such file or directory")
+	ErrEscapes    = errors.New("path escapes the tool root")
+	ErrBinary     = errors.New("binary file")
+	ErrNotAllowed = errors.New("not allowed")
+)
