@@ -12,9 +12,9 @@ readme, mod, todo = batch([
     ("grep", {"pattern": "TODO", "glob": "**/*.go", "max_results": 5}),
 ])
 
-text("module: " + mod.split("\t", 1)[-1].strip())
+text("module: " + mod.splitlines()[0].split("\t", 1)[-1].strip())
 text("README starts with: " + readme.splitlines()[0].split("\t", 1)[-1])
-text(f"top-level entries: {len(listing.splitlines())}, Go files: {len(go_files.splitlines())}")
+text(f"entries two levels deep: {len(listing.splitlines())}, Go files: {len(go_files.splitlines())}, TODO lines: {len(todo.splitlines())}")
 try:
     read("no/such/file.txt")
 except ToolError as e:

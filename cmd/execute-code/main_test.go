@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+var binary string
+
+// TestMain builds the real binary once: these tests are black-box, as a
+// user of the command sees it.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "execute-code-cli-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "execute-code")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("build: %v\n%s", err, out))
+	}
+	code := 0
+	func() {
+		defer func() { _ = os.RemoveAll(dir) }()
+		goleak.VerifyTestMain(exitCapture{&code, m})
+	}()
+	os.Exit(code)
+}
+
+// exitCapture lets TestMain clean up after goleak's run.
+type exitCapture struct {
+	code *int
+	m    *testing.M
+}
+
+func (e exitCapture) Run() int { *e.code = e.m.Run(); return *e.code }
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+func cli(t *testing.T, stdin string, env []string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+t.TempDir()), env...)
+	cmd.Dir = t.TempDir()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return cliResult{out.String(), errb.String(), code}
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	return p
+}
+
+func TestRunJSONPrintsTheToolResult(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, root, "a.txt", "alpha\n")
+	r := cli(t, "print('diag')\ntext(read('a.txt'))\ntext('two')\n", nil, "run", "--json", "--root", root, "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	var res struct {
+		Content []struct{ Type, Text string }
+		Details map[string]any
+		Trust   string
+		Blocks  []string
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
+	require.Len(t, res.Content, 1)
+	assert.Equal(t, "text", res.Content[0].Type)
+	assert.Contains(t, res.Content[0].Text, "Diagnostics (stdout/stderr, not the result):\ndiag")
+	assert.Equal(t, "trusted", res.Trust)
+	require.Len(t, res.Blocks, 2)
+	assert.Contains(t, res.Blocks[0], "alpha")
+	assert.Equal(t, "two", res.Blocks[1])
+	assert.Equal(t, 1.0, res.Details["rpc_calls"])
+	assert.Equal(t, false, res.Details["persistent"])
+}
+
+func TestRunPrintsWhatTheModelSeesAndStreamsNotifications(t *testing.T) {
+	script := writeFile(t, t.TempDir(), "s.py", "notify('one')\nnotify('two')\nprint('hello')\n")
+	r := cli(t, "", nil, "run", script)
+	assert.Equal(t, 0, r.code)
+	assert.Equal(t, "hello\n\n", r.stdout)
+	assert.Contains(t, r.stderr, "notify: one\nnotify: two\n")
+}
+
+func TestRunExitStatusSaysHowTheScriptEnded(t *testing.T) {
+	assert.Equal(t, 0, cli(t, "text('ok')", nil, "run", "-").code)
+	failed := cli(t, "raise ValueError('bad')", nil, "run", "-")
+	assert.Equal(t, 1, failed.code)
+	assert.Contains(t, failed.stdout, "ValueError: bad")
+	timedOut := cli(t, "import time; time.sleep(30)", nil, "run", "--timeout-ms", "1000", "-")
+	assert.Equal(t, 1, timedOut.code)
+	assert.Contains(t, timedOut.stdout, "Script timed out after 1000ms.")
+}
+
+func TestRunUsageErrorsNameTheBadInputAndExit2(t *testing.T) {
+	dir := t.TempDir()
+	badTOML := writeFile(t, dir, "bad.toml", "[runtime.tools.execute_code]\ntimeout_ms = [1]\n")
+	broken := writeFile(t, dir, "broken.toml", "[runtime.tools.execute_code\n")
+	off := writeFile(t, dir, "off.toml", "[runtime.tools.execute_code]\nenabled = false\n")
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"unknown flag", nil, []string{"run", "--bogus", "-"}, "bogus"},
+		{"bad mode", nil, []string{"run", "--mode", "sessions", "-"}, "--mode"},
+		{"bad timeout", nil, []string{"run", "--timeout-ms", "soon", "-"}, "--timeout-ms"},
+		{"bad approve", nil, []string{"run", "--approve", "maybe", "-"}, "--approve"},
+		{"missing root", nil, []string{"run", "--root", filepath.Join(dir, "nope"), "-"}, "--root"},
+		{"missing script file", nil, []string{"run", filepath.Join(dir, "nope.py")}, "nope.py"},
+		{"wrong TOML type", nil, []string{"run", "--config", badTOML, "-"}, "timeout_ms"},
+		{"unparseable TOML", nil, []string{"run", "--config", broken, "-"}, "broken.toml"},
+		{"disabled explicitly", nil, []string{"run", "--config", off, "-"}, "execute_code is disabled"},
+		{"python missing", []string{"LEMON_EXECUTE_CODE_PYTHON_PATH=/nonexistent/python3"}, []string{"run", "-"}, "python_path not found: /nonexistent/python3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cli(t, "text('x')", tc.env, tc.args...)
+			assert.Equal(t, 2, r.code)
+			assert.Contains(t, r.stderr, tc.want)
+			assert.Equal(t, 1, strings.Count(strings.TrimRight(r.stderr, "\n"), "\n")+1, "one line: %q", r.stderr)
+		})
+	}
+	t.Run("empty script", func(t *testing.T) {
+		r := cli(t, "", nil, "run", "-")
+		assert.Equal(t, 2, r.code)
+		assert.Contains(t, r.stderr, "Missing required parameter: script")
+	})
+}
+
+func TestRunJSONErrorIsAnObjectOnStdout(t *testing.T) {
+	r := cli(t, "text('x')", []string{"LEMON_EXECUTE_CODE_PYTHON_PATH=/nonexistent/python3"}, "run", "--json", "-")
+	assert.Equal(t, 2, r.code)
+	var m map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &m), r.stdout)
+	assert.Contains(t, m["error"], "/nonexistent/python3")
+}
+
+func TestConfigPrintsTheResolvedConfiguration(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "c.toml", "[runtime.tools.execute_code]\nmax_rpc_calls = 7\ntools = [\"read\", \"bash\"]\n")
+	r := cli(t, "", []string{"LEMON_EXECUTE_CODE_TIMEOUT_MS=5000"}, "config", "--config", file, "--mode", "session")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "[runtime.tools.execute_code]")
+	assert.Contains(t, r.stdout, "max_rpc_calls = 7")
+	assert.Contains(t, r.stdout, "timeout_ms = 5000")
+	assert.Contains(t, r.stdout, "kernel_mode = 'session'")
+	assert.Contains(t, r.stdout, "tools = ['read']")
+	assert.Contains(t, r.stderr, "bash", "the dropped tool name is warned about")
+}
