@@ -14,7 +14,6 @@ import (
 
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/kernelworker"
-	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/telemetry"
 	"github.com/executecode/executecode/tools"
 )
@@ -57,7 +56,9 @@ func WithPrivateNetworks() Option { return func(r *Runtime) { r.privateNets = tr
 // WithTelemetry subscribes the runtime's events to bus.
 func WithTelemetry(bus *telemetry.Bus) Option { return func(r *Runtime) { r.bus = bus } }
 
-// WithTmpDir sets where the private staging root is made (default TMPDIR).
+// WithTmpDir sets where the private staging root is made. By default
+// workspaces go to /dev/shm when TMPDIR is unset and it is a writable tmpfs
+// (bridge round trips are file operations), and spill files to TMPDIR.
 func WithTmpDir(dir string) Option { return func(r *Runtime) { r.tmpDir = dir } }
 
 // WithWakeups turns the bridge doorbells on (default) or off. Off, both
@@ -81,7 +82,7 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	closed  bool
-	staging *privatetmp.Root
+	roots   roots
 	python  string
 	runs    sync.WaitGroup
 	base    context.Context
@@ -220,27 +221,6 @@ func (r *Runtime) interpreter() (string, error) {
 	return p, nil
 }
 
-// stagingRoot opens the private staging root on first use and re-validates
-// it on every later one, failing closed.
-func (r *Runtime) stagingRoot() (*privatetmp.Root, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.staging != nil {
-		if err := r.staging.Validate(); err != nil {
-			return nil, err
-		}
-		return r.staging, nil
-	}
-	root, err := privatetmp.OpenRoot(privatetmp.RootOptions{TmpDir: r.tmpDir, Logger: &r.log})
-	if err != nil {
-		return nil, err
-	}
-	privatetmp.SweepStaleRoots(filepath.Dir(root.Path()), root, &r.log)
-	root.ReapSpills(time.Now())
-	r.staging = root
-	return root, nil
-}
-
 // Close cancels every run still going, waits for their teardown (bounded
 // by ctx), and releases the staging root and the spawner.
 func (r *Runtime) Close(ctx context.Context) error {
@@ -262,12 +242,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 	}
 	r.spawner.Close()
 	r.mu.Lock()
-	root := r.staging
+	rs := r.roots
 	r.mu.Unlock()
-	if root != nil {
-		err = errors.Join(err, root.Close())
-	}
-	return err
+	return errors.Join(err, rs.close())
 }
 
 func cancelledResult() Result {

@@ -95,10 +95,11 @@ type runOutcome struct {
 func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Result, error) {
 	started := time.Now()
 	timeout := r.effectiveTimeout(call.TimeoutMS)
-	root, err := r.stagingRoot()
+	rs, err := r.staging()
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, root))
+		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, rs.work))
 	}
+	root := rs.work
 	ws, err := r.stage(root, call.Script, r.wakeups)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, root))
@@ -115,11 +116,11 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 
 	// NewSpill registers the spill as live, so the reaper leaves it alone
 	// until the capture is finished.
-	capture := kernelworker.NewCapture(r.cfg.MaxOutputBytes, root.NewSpill)
+	capture := kernelworker.NewCapture(r.cfg.MaxOutputBytes, r.newSpill)
 	defer func() {
 		_ = capture.Close()
 		if p := capture.Result().SpillPath; p != "" {
-			root.Release(p)
+			r.releaseSpill(p)
 		}
 	}()
 

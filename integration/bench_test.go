@@ -23,24 +23,30 @@ import (
 const roundTripScript = `
 import time
 lat = []
-for _ in range(%d):
+for _ in range(CALLS):
     t = time.perf_counter_ns()
     read("small.txt")
     lat.append(time.perf_counter_ns() - t)
 lat.sort()
-text("%%d %%d" %% (lat[len(lat) // 2] // 1000, lat[len(lat) * 99 // 100] // 1000))
+text("%d %d" % (lat[len(lat) // 2] // 1000, lat[len(lat) * 99 // 100] // 1000))
 `
 
-func roundTrip(b *testing.B, wakeups bool, calls int) (median, p99 float64) {
-	root, tmp := b.TempDir(), b.TempDir()
+// roundTrip runs the script on a runtime with its default staging (tmpDir
+// "") or with workspaces under tmpDir.
+func roundTrip(b *testing.B, wakeups bool, calls int, tmpDir string) (median, p99 float64) {
+	root := b.TempDir()
 	require.NoError(b, os.WriteFile(filepath.Join(root, "small.txt"), []byte("hello\nworld\n"), 0o644))
 	cfg := config.Defaults()
 	cfg.Enabled = true
 	cfg.MaxRPCCalls = calls + 10
-	rt, err := executecode.New(cfg, executecode.WithRoot(root), executecode.WithTmpDir(tmp), executecode.WithWakeups(wakeups))
+	opts := []executecode.Option{executecode.WithRoot(root), executecode.WithWakeups(wakeups)}
+	if tmpDir != "" {
+		opts = append(opts, executecode.WithTmpDir(tmpDir))
+	}
+	rt, err := executecode.New(cfg, opts...)
 	require.NoError(b, err)
 	defer rt.Close(context.Background())
-	res, err := rt.Execute(context.Background(), executecode.Call{Script: strings.ReplaceAll(roundTripScript, "%d", strconv.Itoa(calls)), TimeoutMS: 120000})
+	res, err := rt.Execute(context.Background(), executecode.Call{Script: strings.ReplaceAll(roundTripScript, "CALLS", strconv.Itoa(calls)), TimeoutMS: 120000})
 	require.NoError(b, err)
 	require.Len(b, res.Blocks, 1, res.Text())
 	f := strings.Fields(res.Blocks[0])
@@ -51,14 +57,17 @@ func roundTrip(b *testing.B, wakeups bool, calls int) (median, p99 float64) {
 
 // BenchmarkHelperRoundTrip measures one helper call's round trip with the
 // doorbells and with the reference's polling (host 25 ms, shim 20 ms),
-// side by side in one run. Fewer calls are made poll-only: each costs
-// tens of milliseconds.
+// side by side in one run, on the default staging (workspaces on a tmpfs
+// when TMPDIR is unset) and with workspaces on the disk's temp directory.
+// Fewer calls are made poll-only: each costs tens of milliseconds.
 func BenchmarkHelperRoundTrip(b *testing.B) {
 	for b.Loop() {
-		wMed, wP99 := roundTrip(b, true, 1000)
-		pMed, pP99 := roundTrip(b, false, 40)
+		wMed, wP99 := roundTrip(b, true, 1000, "")
+		dMed, _ := roundTrip(b, true, 300, b.TempDir())
+		pMed, pP99 := roundTrip(b, false, 40, "")
 		b.ReportMetric(wMed, "wake-median-us")
 		b.ReportMetric(wP99, "wake-p99-us")
+		b.ReportMetric(dMed, "wake-disk-median-us")
 		b.ReportMetric(pMed, "poll-median-us")
 		b.ReportMetric(pP99, "poll-p99-us")
 		b.ReportMetric(pMed/wMed, "poll/wake-ratio")

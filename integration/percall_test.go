@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -375,4 +376,30 @@ func TestConcurrentRunsStayIsolated(t *testing.T) {
 	for range 8 {
 		assert.NoError(t, <-errs)
 	}
+}
+
+// With TMPDIR unset, workspaces live on the shared-memory tmpfs (bridge
+// round trips are file operations) while spill files stay on the disk's
+// temp directory; nothing of either is left after Close but the spill.
+func TestDefaultStagingPutsWorkspacesOnTmpfsAndSpillsOnDisk(t *testing.T) {
+	if _, err := os.Stat("/dev/shm"); err != nil {
+		t.Skip("no /dev/shm on this machine")
+	}
+	t.Setenv("TMPDIR", "")
+	before, _ := filepath.Glob("/dev/shm/lemon-private-*")
+	cfg := config.Defaults()
+	cfg.Enabled, cfg.MaxOutputBytes = true, 100
+	rt, err := executecode.New(cfg, executecode.WithRoot(t.TempDir()))
+	require.NoError(t, err)
+	res, err := rt.Execute(context.Background(), executecode.Call{Script: "import os\nprint('x' * 500)\nprint(os.path.dirname(os.path.abspath(__file__)).startswith('/dev/shm/lemon-private-'))\n"})
+	require.NoError(t, err)
+	require.NoError(t, rt.Close(context.Background()))
+
+	spill := res.Details.FullOutputPath
+	require.NotEmpty(t, spill)
+	t.Cleanup(func() { _ = os.Remove(spill); _ = os.Remove(filepath.Join(filepath.Dir(spill), ".lemon-owner")); _ = os.Remove(filepath.Dir(spill)) })
+	assert.True(t, strings.HasPrefix(spill, filepath.Join(os.TempDir(), "lemon-private-")), spill)
+	assert.True(t, strings.HasSuffix(res.Text(), "True\n\n\n[Full output saved to: "+spill+"]"), res.Text())
+	after, _ := filepath.Glob("/dev/shm/lemon-private-*")
+	assert.ElementsMatch(t, before, after, "the tmpfs root is removed on Close")
 }

@@ -303,3 +303,27 @@ for f in (lambda: text("a"), lambda: notify("a"), lambda: read("a"), lambda: bat
 	assert.Equal(t, strings.Repeat("lemon_tools is not configured for this cell\n", 4), out)
 	assert.Empty(t, listDir(t, s.rpc))
 }
+
+// Frames are encoded without importing json; they must be byte-for-byte
+// what json.dumps would write, or the two sides' budgets would differ.
+func TestFramesAreExactlyWhatJSONDumpsWrites(t *testing.T) {
+	s := newStage(t, nil, 0, nil)
+	out := requireClean(t, s.run(t, `
+import json, sys, lemon_tools
+corpus = ["", "plain", "\0" * 5, "\ud800", "a\udc00b", "\U0001F600", "\u2028\u2029", "\x7f\x01\t\n\r\"\\/", "é" * 3, "x" * 70000]
+bad = [c for c in corpus if lemon_tools._frame("text", 7, c) != json.dumps({"n": 7, "text": c})]
+print(len(bad))
+`))
+	assert.Equal(t, "0\n", out)
+}
+
+func TestImportingTheShimLoadsNeitherJSONNorThreading(t *testing.T) {
+	s := newStage(t, nil, 0, nil)
+	out := requireClean(t, s.run(t, `
+import sys
+text("hi")
+notify("n")
+print(sorted(m for m in ("json", "concurrent.futures", "re", "threading") if m in sys.modules))
+`))
+	assert.Equal(t, "[]\n", out)
+}
