@@ -24,7 +24,7 @@ acceptance: build
 	$(PYTHON) $(SHARED)/acceptance/run.py $(BIN) $(SHARED)/acceptance -m per_call -v
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./integration/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 5 ./integration/
 	$(GO) test -run '^$$' -bench . -benchmem ./pump/ ./tools/ ./kernelworker/
 
 fuzz:
