@@ -27,9 +27,17 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 5 ./integration/
 	$(GO) test -run '^$$' -bench . -benchmem ./pump/ ./tools/ ./kernelworker/
 
+# Every fuzz target for FUZZTIME each; crashers land in testdata as seeds.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest kernelworker:FuzzSanitize \
+	kernelworker:FuzzCapture tools:FuzzReadLines tools:FuzzExtractHTML \
+	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker
+
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 60s ./config/
-	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 60s ./pump/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t#*:}; echo "== $$fn ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./$$pkg/; \
+	done
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

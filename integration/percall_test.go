@@ -19,6 +19,7 @@ import (
 
 	executecode "github.com/executecode/executecode"
 	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/telemetry"
 	"github.com/executecode/executecode/tools"
 )
 
@@ -402,4 +403,20 @@ func TestDefaultStagingPutsWorkspacesOnTmpfsAndSpillsOnDisk(t *testing.T) {
 	assert.True(t, strings.HasSuffix(res.Text(), "True\n\n\n[Full output saved to: "+spill+"]"), res.Text())
 	after, _ := filepath.Glob("/dev/shm/lemon-private-*")
 	assert.ElementsMatch(t, before, after, "the tmpfs root is removed on Close")
+}
+
+func TestEveryRunEmitsOneStopEventWithCountsOnly(t *testing.T) {
+	bus := &telemetry.Bus{}
+	rec := &telemetry.Recorder{}
+	bus.Subscribe(rec)
+	e := newEnv(t, map[string]string{"a.txt": "a"}, withRuntimeOption(executecode.WithTelemetry(bus)))
+	e.run("read('a.txt')\nread('a.txt')\n")
+	e.run("import time; time.sleep(30)", 1000)
+	events := rec.Events()
+	require.Len(t, events, 2)
+	first := events[0].(telemetry.ExecuteCodeStop)
+	assert.Equal(t, 2, first.RPCCalls)
+	require.NotNil(t, first.ExitCode)
+	assert.Equal(t, 0, *first.ExitCode)
+	assert.Nil(t, events[1].(telemetry.ExecuteCodeStop).ExitCode, "a timed-out run has no exit code")
 }
