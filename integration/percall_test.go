@@ -398,7 +398,11 @@ func TestDefaultStagingPutsWorkspacesOnTmpfsAndSpillsOnDisk(t *testing.T) {
 
 	spill := res.Details.FullOutputPath
 	require.NotEmpty(t, spill)
-	t.Cleanup(func() { _ = os.Remove(spill); _ = os.Remove(filepath.Join(filepath.Dir(spill), ".lemon-owner")); _ = os.Remove(filepath.Dir(spill)) })
+	t.Cleanup(func() {
+		_ = os.Remove(spill)
+		_ = os.Remove(filepath.Join(filepath.Dir(spill), ".lemon-owner"))
+		_ = os.Remove(filepath.Dir(spill))
+	})
 	assert.True(t, strings.HasPrefix(spill, filepath.Join(os.TempDir(), "lemon-private-")), spill)
 	assert.True(t, strings.HasSuffix(res.Text(), "True\n\n\n[Full output saved to: "+spill+"]"), res.Text())
 	after, _ := filepath.Glob("/dev/shm/lemon-private-*")
