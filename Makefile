@@ -13,6 +13,9 @@ build:
 run: build
 	@echo "== per_call: one fresh interpreter per call"
 	$(BIN) run --root . cmd/execute-code/testdata/sample.py
+	@echo
+	@echo "== session: two cells on one persistent kernel, driven through serve"
+	$(BIN) serve --root . < cmd/execute-code/testdata/session.jsonl
 
 test: unit acceptance
 
@@ -22,6 +25,7 @@ unit:
 
 acceptance: build
 	$(PYTHON) $(SHARED)/acceptance/run.py $(BIN) $(SHARED)/acceptance -m per_call -v
+	$(PYTHON) $(SHARED)/acceptance/run.py $(BIN) $(SHARED)/acceptance -m session -v
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 5 ./integration/

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/executecode/executecode/actors"
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/telemetry"
@@ -32,6 +33,9 @@ type Call struct {
 	// Notify receives each notify(msg) of the script as it arrives. Nil
 	// discards them.
 	Notify func(msg string)
+	// Owner is the attached session the call belongs to. In session mode a
+	// call without one has no session scope and runs isolated.
+	Owner *Owner
 }
 
 // Option configures a Runtime.
@@ -80,13 +84,14 @@ type Runtime struct {
 
 	spawner *kernelworker.Spawner
 
-	mu      sync.Mutex
-	closed  bool
-	roots   roots
-	python  string
-	runs    sync.WaitGroup
-	base    context.Context
-	stop    context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	roots  roots
+	tree   *actors.Tree
+	python string
+	runs   sync.WaitGroup
+	base   context.Context
+	stop   context.CancelFunc
 }
 
 // New builds a runtime for cfg. It starts nothing until the first call.
@@ -130,7 +135,9 @@ func (r *Runtime) Description() string { return Description(r.cfg) }
 
 // ExecuteParams runs a call given as the tool's JSON parameters, checking
 // them in the reference's order: disabled, script, reset, interpreter.
-func (r *Runtime) ExecuteParams(ctx context.Context, params map[string]any, notify func(string)) (Result, error) {
+//
+// owner is the attached session the call belongs to (nil: none).
+func (r *Runtime) ExecuteParams(ctx context.Context, params map[string]any, notify func(string), owner *Owner) (Result, error) {
 	if ctx.Err() != nil {
 		return cancelledResult(), nil
 	}
@@ -149,7 +156,7 @@ func (r *Runtime) ExecuteParams(ctx context.Context, params map[string]any, noti
 	default:
 		return Result{}, ErrBadReset
 	}
-	return r.Execute(ctx, Call{Script: script, TimeoutMS: timeoutParam(params["timeout_ms"]), Reset: reset, Notify: notify})
+	return r.Execute(ctx, Call{Script: script, TimeoutMS: timeoutParam(params["timeout_ms"]), Reset: reset, Notify: notify, Owner: owner})
 }
 
 // timeoutParam keeps an integer timeout_ms and ignores anything else, as
@@ -189,9 +196,7 @@ func (r *Runtime) Execute(ctx context.Context, call Call) (Result, error) {
 	}
 	defer r.runs.Done()
 	if r.cfg.KernelMode == config.Session {
-		// Session kernels need a session scope; a call without one runs
-		// isolated and says so.
-		return r.runFallback(ctx, call, python, FallbackMissingScope, time.Now(), false)
+		return r.runSession(ctx, call, python)
 	}
 	return r.runPerCall(ctx, call, python)
 }
@@ -240,10 +245,14 @@ func (r *Runtime) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("close: runs still tearing down: %w", ctx.Err())
 	}
-	r.spawner.Close()
 	r.mu.Lock()
-	rs := r.roots
+	rs, tree := r.roots, r.tree
 	r.mu.Unlock()
+	if tree != nil {
+		// Every worker stops its kernel before the tree is gone.
+		err = errors.Join(err, tree.Shutdown(ctx))
+	}
+	r.spawner.Close()
 	return errors.Join(err, rs.close())
 }
 

@@ -309,11 +309,11 @@ func TestCallsThatCannotStartReturnErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.rt.ExecuteParams(context.Background(), tc.params, nil)
+			_, err := e.rt.ExecuteParams(context.Background(), tc.params, nil, nil)
 			assert.ErrorIs(t, err, tc.want)
 		})
 	}
-	res, err := e.rt.ExecuteParams(context.Background(), map[string]any{"script": "text('ok')", "reset": true, "timeout_ms": "soon"}, nil)
+	res, err := e.rt.ExecuteParams(context.Background(), map[string]any{"script": "text('ok')", "reset": true, "timeout_ms": "soon"}, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ok"}, res.Blocks)
 	assert.False(t, res.Details.ResetPerformed)

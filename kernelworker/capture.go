@@ -165,6 +165,20 @@ func (c *Capture) dropSpill() {
 	}
 }
 
+// Break ends a segment without ending the stream: whatever the sanitizer
+// holds back (a partial character or escape sequence) is resolved now,
+// because the bytes that follow come from another source, such as the
+// other of a kernel's two streams, and cannot complete it.
+func (c *Capture) Break() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished {
+		return
+	}
+	c.scratch = c.san.flush(c.scratch[:0])
+	c.add(c.scratch)
+}
+
 // finish resolves whatever the sanitizer still holds back; the stream is
 // over once a result is asked for.
 func (c *Capture) finish() {

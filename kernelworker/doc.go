@@ -1,7 +1,6 @@
 // Package kernelworker owns python3 processes: how each one is started,
-// stopped and listened to. Today that is the process layer used by the
-// per-call runner; the session kernel worker actor will live here too and
-// use the same layer.
+// stopped and listened to, for per-call runs and for the persistent
+// kernels of session mode, whose worker actor lives here too.
 //
 // Starting: a Spawner forks every child from one pinned OS thread, with its
 // own session and a parent-death SIGKILL, so a host killed with SIGKILL
@@ -11,21 +10,34 @@
 // raw syscalls (RLIMIT_AS last, nothing allocated after the first one) and
 // execs python. ResolvePython picks the interpreter (bridge.md §1.3 step 6).
 //
-// Stopping: Kill and Interrupt signal the whole process group; when python
-// itself exits, whatever it left in its group is killed before it is
-// reaped, so no per-call run or kernel leaves a process behind (design
-// ruling 8). A descendant that left the group with its own setsid escapes
-// group signals (containing it is the sandbox mode's job); it can only
-// delay the end of a run by the output drain bound.
+// Stopping: Kill, Signal and Interrupt signal the whole process group;
+// when python itself exits, whatever it left in its group is killed before
+// it is reaped, so no per-call run or kernel leaves a process behind
+// (design ruling 8). A descendant that left the group with its own setsid
+// escapes group signals (containing it is the sandbox mode's job); it can
+// only delay the end of a run by the output drain bound.
 //
-// Listening: stdout and stderr share one pipe. Capture keeps a sanitized,
-// bounded copy (the first 40 % and a rolling last 60 % of
-// max_output_bytes) and spills everything to a private file. KilledBy and
-// LimitHeadline explain a death for the result.
+// Listening: a per-call run's stdout and stderr share one pipe. Capture
+// keeps a sanitized, bounded copy (the first 40 % and a rolling last 60 %
+// of max_output_bytes) and spills everything to a private file. KilledBy
+// and LimitHeadline explain a death for the result.
 //
-// It may call the standard library and golang.org/x/sys/unix. It takes
-// its spill files through a function (privatetmp makes them) and never
-// touches the bridge directory, the registry or any actor state. Nothing
-// here allocates after the launcher's first rlimit, and nothing here
-// signals a process group whose leader it has already reaped.
+// Kernels (kernel.md §4–§6): Start boots one python3 running the staged
+// runner.py in a private workspace, with requests on fd 0, the runner's
+// frames on fd 1, its start-up stderr on a pipe of its own and the
+// kernel's doorbells on fds 3 and 4, then spawns its worker actor. The
+// worker owns the process, the frame Parser, the FIFO of cells, each
+// cell's Capture, timer and CPU budget (prlimit before every cell), the
+// cancellation escalation (SIGINT, then SIGTERM, then SIGKILL to the
+// group) and the cleanup; every Execute gets exactly one CellResult.
+// Goroutines between the pipes and the actor only send it messages.
+//
+// It may call the standard library, golang.org/x/sys/unix, protoactor's
+// actor package, zerolog, and of this project privatetmp (staging and
+// teardown), pump (only NewBells), shimpy (only the runner text) and
+// telemetry. It takes spill files and workspaces through functions and
+// never touches a cell's bridge directory, the registry or any other
+// actor's state. Nothing here allocates after the launcher's first
+// rlimit, and nothing here signals a process group whose leader it has
+// already reaped.
 package kernelworker

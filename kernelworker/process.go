@@ -34,8 +34,10 @@ type ExitStatus struct {
 type Process struct {
 	pid        int
 	out        *os.File
+	errOut     *os.File // nil unless Command.Stderr asked for a pipe of its own
 	done       chan struct{}
 	readerDone chan struct{}
+	errDone    chan struct{}
 
 	mu            sync.Mutex
 	reaped        bool
@@ -43,12 +45,18 @@ type Process struct {
 	exit          ExitStatus
 }
 
-func newProcess(out *os.File) *Process {
-	return &Process{
+func newProcess(out, errOut *os.File) *Process {
+	p := &Process{
 		out:        out,
+		errOut:     errOut,
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
+		errDone:    make(chan struct{}),
 	}
+	if errOut == nil {
+		close(p.errDone)
+	}
+	return p
 }
 
 // Pid is python's pid, which is also its process group and session id.
@@ -70,6 +78,18 @@ func (p *Process) Exit() ExitStatus {
 // once the child is reaped: by then the group was killed already, and its
 // id may belong to someone else.
 func (p *Process) Kill() { p.signalGroup(syscall.SIGKILL) }
+
+// Signal sends sig to the whole process group, like Kill, and reports
+// false when the child is already reaped (nothing was sent).
+func (p *Process) Signal(sig syscall.Signal) bool { return p.signalGroup(sig) }
+
+// Alive reports whether python has not been reaped yet. Its own wait
+// status answers, not kill(pid, 0): a zombie would answer that.
+func (p *Process) Alive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.reaped
+}
 
 // signalGroup reports false when the child is already reaped.
 func (p *Process) signalGroup(sig syscall.Signal) bool {
@@ -145,9 +165,17 @@ func (p *Process) wait(pidc <-chan int) {
 	p.exit = st
 	p.mu.Unlock()
 
-	_ = p.out.SetReadDeadline(time.Now().Add(drainBound))
+	deadline := time.Now().Add(drainBound)
+	_ = p.out.SetReadDeadline(deadline)
+	if p.errOut != nil {
+		_ = p.errOut.SetReadDeadline(deadline)
+	}
 	<-p.readerDone
+	<-p.errDone
 	_ = p.out.Close()
+	if p.errOut != nil {
+		_ = p.errOut.Close()
+	}
 	close(p.done)
 }
 
@@ -166,14 +194,14 @@ func ignoringEINTR(f func() error) error {
 	}
 }
 
-// copyOutput drains the pipe until EOF (every writer gone) or the drain
-// deadline. A failing Output is dropped, but the pipe is still drained so
-// python never blocks on it.
-func (p *Process) copyOutput(w io.Writer) {
-	defer close(p.readerDone)
+// copyOutput drains a pipe until EOF (every writer gone) or the drain
+// deadline, then closes done. A failing writer is dropped, but the pipe is
+// still drained so python never blocks on it.
+func copyOutput(from *os.File, w io.Writer, done chan<- struct{}) {
+	defer close(done)
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := p.out.Read(buf)
+		n, err := from.Read(buf)
 		if n > 0 && w != nil {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				w = nil

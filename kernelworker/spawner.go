@@ -39,9 +39,17 @@ type Command struct {
 	ExtraFiles []*os.File
 	Limits     Limits
 	// Output receives python's stdout and stderr, which share one pipe so
-	// their order is kept. It may be nil. It should not block for long:
-	// the pipe fills and python waits while it does.
+	// their order is kept, unless Stderr is set. It may be nil. It should
+	// not block for long: the pipe fills and python waits while it does.
 	Output io.Writer
+	// Stdin becomes python's fd 0 (typically the read end of a request
+	// pipe); nil means /dev/null. As with ExtraFiles, the caller keeps
+	// ownership and closes its copy after Start.
+	Stdin *os.File
+	// Stderr, when set, receives python's fd 2 through a pipe of its own,
+	// so Output sees only fd 1. A session kernel's fd 1 carries protocol
+	// frames that start-up noise on fd 2 must never be mixed into.
+	Stderr io.Writer
 }
 
 // Spawner starts every child from one OS thread that stays alive until
@@ -166,7 +174,28 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	}
 	out := os.NewFile(uintptr(pipe[0]), "python-output")
 
-	files := []uintptr{uintptr(devnull), uintptr(pipe[1]), uintptr(pipe[1])}
+	stdin, stderr := uintptr(devnull), uintptr(pipe[1])
+	if cmd.Stdin != nil {
+		stdin = cmd.Stdin.Fd()
+	}
+	var errOut *os.File
+	if cmd.Stderr != nil {
+		var errPipe [2]int
+		if err := unix.Pipe2(errPipe[:], unix.O_CLOEXEC); err != nil {
+			out.Close()
+			return nil, fmt.Errorf("start %s: stderr pipe: %w", cmd.Path, err)
+		}
+		defer unix.Close(errPipe[1])
+		if err := unix.SetNonblock(errPipe[0], true); err != nil {
+			unix.Close(errPipe[0])
+			out.Close()
+			return nil, fmt.Errorf("start %s: stderr pipe: %w", cmd.Path, err)
+		}
+		errOut = os.NewFile(uintptr(errPipe[0]), "python-stderr")
+		stderr = uintptr(errPipe[1])
+	}
+
+	files := []uintptr{stdin, uintptr(pipe[1]), stderr}
 	for _, f := range cmd.ExtraFiles {
 		if f == nil {
 			files = append(files, ^uintptr(0)) // closed in the child
@@ -186,13 +215,16 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	}
 
 	// Subscribe to the exit before the child exists.
-	p := newProcess(out)
+	p := newProcess(out, errOut)
 	pidc := make(chan int, 1)
 	go p.wait(pidc)
 
 	fail := func(err error) (*Process, error) {
 		close(pidc)
 		out.Close()
+		if errOut != nil {
+			errOut.Close()
+		}
 		return nil, err
 	}
 	select {
@@ -206,11 +238,15 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	// fate must be known, or it would have no owner.
 	r := <-req.reply
 	runtime.KeepAlive(cmd.ExtraFiles)
+	runtime.KeepAlive(cmd.Stdin)
 	if r.err != nil {
 		return fail(fmt.Errorf("start %s: %w", cmd.Path, r.err))
 	}
 	p.pid = r.pid
-	go p.copyOutput(cmd.Output)
+	go copyOutput(p.out, cmd.Output, p.readerDone)
+	if errOut != nil {
+		go copyOutput(errOut, cmd.Stderr, p.errDone)
+	}
 	pidc <- r.pid
 	return p, nil
 }

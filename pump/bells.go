@@ -23,8 +23,12 @@ type Bells struct {
 	respWrite *os.File // host: Ring
 	ringConn  syscall.RawConn
 
+	// wake is the subscription made at NewBells, which Wake returns.
 	wake    chan struct{}
 	drained chan struct{}
+
+	subMu sync.Mutex
+	subs  map[chan struct{}]struct{}
 
 	childOnce sync.Once
 	childErr  error
@@ -53,6 +57,7 @@ func NewBells() (*Bells, error) {
 		wake:    make(chan struct{}, 1),
 		drained: make(chan struct{}),
 	}
+	b.subs = map[chan struct{}]struct{}{b.wake: {}}
 	if b.ringConn, err = respWrite.SyscallConn(); err != nil {
 		reqRead.Close()
 		reqWrite.Close()
@@ -64,24 +69,58 @@ func NewBells() (*Bells, error) {
 	return b, nil
 }
 
-// drain turns any number of request-bell bytes into one pending wake-up:
-// each read takes everything available, and the send never blocks, so a
-// flood costs one wake-up per read, not one per byte. It ends when the
-// bell is closed or every writer is gone.
+// drain turns any number of request-bell bytes into one pending wake-up
+// per subscriber: each read takes everything available, and the sends
+// never block, so a flood costs one wake-up per read, not one per byte.
+// It ends when the bell is closed or every writer is gone.
 func (b *Bells) drain() {
 	defer close(b.drained)
 	buf := make([]byte, 4096)
 	for {
 		n, err := b.reqRead.Read(buf)
 		if n > 0 {
-			select {
-			case b.wake <- struct{}{}:
-			default: // a wake-up is already pending
-			}
+			b.broadcast()
 		}
 		if err != nil {
 			return
 		}
+	}
+}
+
+// broadcast gives every subscriber a pending wake-up. A ring does not say
+// whose cell published, so every server of the kernel looks at its own
+// directory; one that finds nothing has lost a listing, nothing more.
+func (b *Bells) broadcast() {
+	b.subMu.Lock()
+	defer b.subMu.Unlock()
+	for ch := range b.subs {
+		select {
+		case ch <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
+
+// Subscribe returns a channel that receives every request-bell wake-up
+// from now on, coalesced to at most one pending, and the function that
+// ends the subscription (idempotent; the channel is never closed, it just
+// stops receiving). Several session servers of one kernel (its queued
+// cells) may be subscribed at once. A nil Bells never wakes.
+func (b *Bells) Subscribe() (wake <-chan struct{}, cancel func()) {
+	if b == nil {
+		return nil, func() {}
+	}
+	ch := make(chan struct{}, 1)
+	b.subMu.Lock()
+	b.subs[ch] = struct{}{}
+	b.subMu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			b.subMu.Lock()
+			delete(b.subs, ch)
+			b.subMu.Unlock()
+		})
 	}
 }
 
@@ -101,7 +140,9 @@ func (b *Bells) CloseChildEnds() error {
 	return b.childErr
 }
 
-// Wake delivers coalesced request-bell wake-ups. A nil Bells never wakes.
+// Wake delivers coalesced request-bell wake-ups: the subscription the
+// per-call loop uses, made when the bells were created. A nil Bells never
+// wakes.
 func (b *Bells) Wake() <-chan struct{} {
 	if b == nil {
 		return nil

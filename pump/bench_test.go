@@ -104,3 +104,46 @@ func BenchmarkServeRoundTrip(b *testing.B) {
 	close(exited)
 	<-done
 }
+
+// BenchmarkServerRoundTrip is the same round trip through a session
+// server: its wake-up subscription, a sweep goroutine per wake-up, and
+// settlement in the server's loop.
+func BenchmarkServerRoundTrip(b *testing.B) {
+	cfg, dir := benchConfig(b)
+	bells, err := NewBells()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bells.Close()
+	cfg.Bells = bells
+	cfg.PollInterval = time.Hour
+	srv, err := StartServer(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop(context.Background())
+	ring, back := bells.ChildFiles()[0], bells.ChildFiles()[1]
+	buf := make([]byte, 64)
+	one := []byte{1}
+	var id int64
+	for b.Loop() {
+		id++
+		writeBenchRequest(b, dir, cfg.Token, id)
+		if _, err := ring.Write(one); err != nil {
+			b.Fatal(err)
+		}
+		res := filepath.Join(dir, ResponseName(id))
+		for {
+			if _, err := os.Stat(res); err == nil {
+				break
+			}
+			if _, err := back.Read(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := os.ReadFile(res); err != nil {
+			b.Fatal(err)
+		}
+		_ = os.Remove(res)
+	}
+}

@@ -1,6 +1,8 @@
 package pump
 
 import (
+	"errors"
+	"fmt"
 	"syscall"
 	"time"
 
@@ -47,21 +49,33 @@ type Config struct {
 	// swallowed.
 	OnClaim func(id int64, kind ClaimKind, tool string)
 
-	// Bells nil turns wake-ups off: Serve polls every PollInterval.
+	// Bells nil turns wake-ups off: Serve (and a Server) polls every
+	// PollInterval.
 	Bells *Bells
 	// PollInterval is the fallback poll; 0 means 100ms with bells and
-	// 25ms without.
+	// 25ms without. StartServer refuses a negative one.
 	PollInterval time.Duration
 	Logger       *zerolog.Logger
 
 	// unlink is the plain unlink every hygiene deletion goes through;
 	// tests replace it to make a deletion fail.
 	unlink func(path string) error
-	// onSweep, when set, is told how much work each Serve sweep found.
+	// onSweep, when set, is told how much work each Serve (or Server)
+	// sweep found.
 	onSweep func(work int)
+	// tasks, when set, counts the dispatch goroutines, so a Server's
+	// Stop can wait for the last one.
+	tasks *taskGroup
+	// killGrace bounds how long a Server waits for a cancelled sweep to
+	// return before abandoning it; 0 means defaultKillGrace.
+	killGrace time.Duration
+	// onStale, when set, is told of each abandoned sweep's late result
+	// the Server refused.
+	onStale func(gen uint64)
 }
 
 const (
+	defaultKillGrace     = time.Second
 	defaultMaxParallel   = 4
 	defaultMaxPerSweep   = 100
 	defaultPollWithBells = 100 * time.Millisecond
@@ -86,6 +100,9 @@ func (cfg Config) settled() Config {
 		nop := zerolog.Nop()
 		cfg.Logger = &nop
 	}
+	if cfg.killGrace <= 0 {
+		cfg.killGrace = defaultKillGrace
+	}
 	if cfg.unlink == nil {
 		// syscall.Unlink, not os.Remove: os.Remove falls back to rmdir,
 		// and a directory planted under a protocol name must stay for
@@ -93,4 +110,45 @@ func (cfg Config) settled() Config {
 		cfg.unlink = syscall.Unlink
 	}
 	return cfg
+}
+
+// ErrInvalidConfig is what StartServer refuses a config with; the
+// *ConfigError that wraps it names the key.
+var ErrInvalidConfig = errors.New("invalid pump config")
+
+// ConfigError names the first config key StartServer refused.
+type ConfigError struct {
+	Key    string // the Config field name, e.g. "Token"
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s: %s %s", ErrInvalidConfig, e.Key, e.Reason)
+}
+
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// validate checks a session server's config in the order of bridge.md
+// §6.1: the required keys, then the optional ones, whose zero means the
+// default and whose negative is refused.
+func (cfg Config) validate() error {
+	checks := []struct {
+		key, reason string
+		bad         bool
+	}{
+		{"Dir", "must be a non-empty path", cfg.Dir == ""},
+		{"Token", "must be a non-empty string", cfg.Token == ""},
+		{"Tools", "must be a map (empty is allowed, nil is not)", cfg.Tools == nil},
+		{"MaxCalls", "must be positive", cfg.MaxCalls <= 0},
+		{"MaxResultBytes", "must be positive", cfg.MaxResultBytes <= 0},
+		{"MaxRequestsPerSweep", "must be positive (or 0 for the default)", cfg.MaxRequestsPerSweep < 0},
+		{"MaxParallel", "must be positive (or 0 for the default)", cfg.MaxParallel < 0},
+		{"PollInterval", "must be positive (or 0 for the default)", cfg.PollInterval < 0},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return &ConfigError{Key: c.key, Reason: c.reason}
+		}
+	}
+	return nil
 }

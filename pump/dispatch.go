@@ -35,6 +35,7 @@ func (s *sweeper) dispatch(ctx context.Context, claims []claim) error {
 			// Buffered: a call finishing after its sweep was abandoned
 			// never blocks.
 			results[i] = make(chan outcome, 1)
+			s.cfg.tasks.add()
 			go runTool(ctx, &s.cfg, c, results[i])
 		}
 		for i, c := range wave {
@@ -58,6 +59,7 @@ func (s *sweeper) dispatch(ctx context.Context, claims []claim) error {
 // as one error, so the figures equal what recovery charges a dead sweep's
 // claims when its stats are lost instead.
 func (s *sweeper) abandon(rest []claim) {
+	s.abandoned += len(rest)
 	s.stats.Errors += len(rest)
 	if len(rest) > 0 {
 		s.cfg.Logger.Debug().Int("claims", len(rest)).Msg("execute_code rpc sweep cancelled with claims in flight")
@@ -69,6 +71,7 @@ func (s *sweeper) abandon(rest []claim) {
 // the sweep. It only reads cfg, which nothing writes after settling, so it
 // may outlive an abandoned sweep.
 func runTool(ctx context.Context, cfg *Config, c claim, out chan<- outcome) {
+	defer cfg.tasks.done()
 	var o outcome
 	finished := false
 	defer func() {
@@ -152,5 +155,7 @@ func (s *sweeper) settle(c claim, o outcome) {
 	if s.publish(c.id, ok, text) {
 		_ = s.remove(MarkerName(c.id))
 		s.cfg.Bells.Ring()
+	} else {
+		s.unanswered++ // its marker stays for recovery
 	}
 }

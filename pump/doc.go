@@ -10,11 +10,26 @@
 // the debts of a sweep that died mid-flight from its claim markers and a
 // host-side claim ledger.
 //
+// Two drivers run sweeps. Serve is the per-call loop: one run, one
+// goroutine, stats in its own hands. Server is the session-mode RPC server
+// (bridge.md §6), one per session cell: a loop goroutine owns the cell's
+// stats and its in-flight sweep, each sweep runs on its own goroutine
+// under a context derived from the cell signal, and the claim ledger is
+// fed synchronously, before every spend, into the server's memory. A
+// sweep that panics, exits, or is cancelled with claims in flight is
+// settled conservatively (the stats from before it, the accounting-loss
+// flag, recovery from markers and ledger); a sweep that ignores its
+// cancellation is abandoned and its late result refused by generation.
+// The server's callbacks (OnNotify, OnClaim, tools, policy) must not call
+// back into the same server.
+//
 // Wake-ups (design.md departure 1): the shim rings a doorbell pipe after
 // publishing a frame and the pump rings back after each response, so a
 // call is swept at once; polling is only a slow fallback. A ring carries
 // no authority, only "look at the directory now", and a flood of rings is
 // absorbed by coalescing and by a backoff after sweeps that found nothing.
+// A kernel's bells are shared by the servers of its queued cells: each
+// subscribes, and every ring wakes every subscriber.
 //
 // The pump may call tools (through the tools.Tool interface, with a context
 // derived from the run's), privatetmp (to publish responses) and zerolog.

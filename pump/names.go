@@ -163,6 +163,12 @@ type sweeper struct {
 	cfg      Config
 	stats    *Stats
 	progress int
+	// abandoned counts the claims a cancelled sweep left unanswered: a
+	// cancelled sweep that abandoned none has exact stats.
+	abandoned int
+	// unanswered counts dispatched claims whose answer could not be
+	// published: their markers are left for recovery.
+	unanswered int
 }
 
 func newSweeper(cfg Config, stats *Stats) *sweeper {

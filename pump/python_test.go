@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,4 +159,48 @@ func TestReadTextBlocksReturnsExactlyWhatPythonWrote(t *testing.T) {
 	assert.Equal(t, want.Sent, ReadTextBlocks(h.dir, 65536))
 	assert.Equal(t, want.Sent, ReadTextBlocks(h.dir, want.Used), "the host charges exactly the shim's bytes")
 	assert.Equal(t, want.Sent[:len(want.Sent)-1], ReadTextBlocks(h.dir, want.Used-1))
+}
+
+func TestServerSpeaksTheBridgeWithARealPython(t *testing.T) {
+	python := findPython(t)
+	h := newHarness(t, echoTool("read"))
+	b := h.withBells()
+	h.cfg.PollInterval = time.Hour // progress only through the doorbells
+	var mu sync.Mutex
+	var got []string
+	h.cfg.OnNotify = func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, msg)
+	}
+	srv := h.start()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, python, "-c", shimLike, h.dir, h.token)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.ExtraFiles = b.ChildFiles()
+	cmd.WaitDelay = time.Second
+	require.NoError(t, cmd.Start())
+	require.NoError(t, b.CloseChildEnds())
+	require.NoError(t, cmd.Wait(), "python stderr: %s", stderr.String())
+
+	// The cell has ended: abort, then the teardown read.
+	srv.Abort(ctx)
+	stats, err := srv.DrainAndStats(ctx)
+	require.NoError(t, err)
+
+	var out []string
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	assert.Equal(t, []string{
+		"hello 1 é😀", "hello 2 é😀", "hello 3 é😀",
+		"error: tool 'bash' is not available inside execute_code scripts",
+	}, out)
+	assert.Equal(t, 4, stats.Calls)
+	assert.Equal(t, 1, stats.Errors)
+	assert.False(t, stats.AccountingLoss)
+	mu.Lock()
+	assert.Equal(t, []string{"done"}, got, "the last notification is forwarded by the drain")
+	mu.Unlock()
 }

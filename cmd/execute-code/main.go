@@ -20,6 +20,7 @@ const usage = `usage:
   execute-code run [--mode per_call|session] [--config FILE] [--root DIR]
                    [--timeout-ms N] [--tools read,grep,...] [--approve ask|allow|deny]
                    [--json] [FILE|-]
+  execute-code serve [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
   execute-code config [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
 `
 
@@ -38,6 +39,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch args[0] {
 	case "run":
 		return cmdRun(ctx, args[1:], stdin, stdout, stderr)
+	case "serve":
+		return cmdServe(ctx, args[1:], stdin, stdout, stderr)
 	case "config":
 		return cmdConfig(args[1:], stdout, stderr)
 	case "-h", "--help", "help":

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +12,10 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/rs/zerolog"
+
 	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/config"
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -58,19 +63,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 
 	log := warnLogger(stderr)
-	cfg, err := c.load(log)
-	if err != nil {
-		return fail(err)
-	}
-	// Running the CLI is consent: enable unless the config said no.
-	if !cfg.EnabledExplicit {
-		cfg.Enabled = true
-	}
-	opts := []executecode.Option{executecode.WithLogger(log), executecode.WithPrivateNetworks()}
-	if c.root != "" {
-		opts = append(opts, executecode.WithRoot(c.root))
-	}
-	rt, err := executecode.New(cfg, opts...)
+	rt, err := newRuntime(c, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -81,7 +74,15 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		params["timeout_ms"] = timeout
 	}
 	notify := func(msg string) { fmt.Fprintf(stderr, "notify: %s\n", msg) }
-	res, err := rt.ExecuteParams(ctx, params, notify)
+	var owner *executecode.Owner
+	if rt.Config().KernelMode == config.Session {
+		// A throwaway session: one cell on its own kernel, then detach.
+		if owner, err = rt.Attach(executecode.Scope{SessionID: "run-" + randomID(), AgentID: "cli"}); err != nil {
+			return fail(err)
+		}
+		defer owner.Detach(context.Background())
+	}
+	res, err := rt.ExecuteParams(ctx, params, notify, owner)
 	if err != nil {
 		return fail(err)
 	}
@@ -121,4 +122,29 @@ func readScript(name string, stdin io.Reader) (string, error) {
 		return "", fmt.Errorf("script %q: %w", name, err)
 	}
 	return string(b), nil
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// newRuntime loads the configuration and builds the runtime the CLI runs:
+// enabled unless the configuration said no, with the built-in tools rooted
+// at --root.
+func newRuntime(c common, log zerolog.Logger) (*executecode.Runtime, error) {
+	cfg, err := c.load(log)
+	if err != nil {
+		return nil, err
+	}
+	// Running the CLI is consent: enable unless the config said no.
+	if !cfg.EnabledExplicit {
+		cfg.Enabled = true
+	}
+	opts := []executecode.Option{executecode.WithLogger(log), executecode.WithPrivateNetworks()}
+	if c.root != "" {
+		opts = append(opts, executecode.WithRoot(c.root))
+	}
+	return executecode.New(cfg, opts...)
 }

@@ -1,0 +1,14 @@
+// Package actors builds the runtime's supervision tree on protoactor-go:
+//
+//	kernels subtree (all-for-one)
+//	├── workers   dynamic supervisor of temporary kernel workers (never restarted)
+//	└── registry  key → kernel, owners, generations, admission, reaping
+//
+// and the owner actors an embedding host without actors of its own gets
+// from Attach. A registry crash takes every kernel down with it: the
+// subtree restarts both children, and restarting the workers supervisor
+// stops every worker, which stops its interpreter.
+//
+// The package owns only the wiring (who spawns whom, which strategy); it
+// must not hold kernel, registry or ledger state itself.
+package actors

@@ -1,0 +1,155 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/registry"
+)
+
+// Bounds of the supervision strategies: a subtree that keeps failing is
+// stopped rather than restarted forever.
+const (
+	maxRestarts   = 10
+	restartWindow = time.Minute
+	// spawnTimeout bounds one kernel boot as seen by the registry: the
+	// 10 s startup deadline plus spawning.
+	spawnTimeout = 15 * time.Second
+)
+
+// ErrTreeStopped reports a tree whose actors are gone.
+var ErrTreeStopped = errors.New("supervision tree stopped")
+
+// Tree is a running supervision tree.
+type Tree struct {
+	System   *actor.ActorSystem
+	Registry *actor.PID
+	Workers  *actor.PID
+	subtree  *actor.PID
+}
+
+// Start builds the tree. cfg is the registry's configuration; its Starter
+// is replaced by one that boots kernels under the workers supervisor with
+// base as the template of every worker's options.
+func Start(cfg registry.Config, base kernelworker.Options) (*Tree, error) {
+	// The library's own log lines would land on the host's stdout, which
+	// `serve` speaks its protocol on: they are discarded.
+	// Its dead-letter throttle keeps a goroutine for one interval after
+	// each burst; with nothing logged, a short interval just ends it soon.
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond),
+	)
+	t := &Tree{System: sys}
+	ready := make(chan struct{})
+	subtreeProps := actor.PropsFromProducer(func() actor.Actor {
+		return &subtree{tree: t, cfg: cfg, base: base, ready: ready}
+	}, actor.WithSupervisor(actor.NewAllForOneStrategy(maxRestarts, restartWindow, restartDecider)))
+	t.subtree = sys.Root.Spawn(subtreeProps)
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		sys.Shutdown()
+		return nil, fmt.Errorf("start supervision tree: %w", ErrTreeStopped)
+	}
+	return t, nil
+}
+
+func restartDecider(any) actor.Directive { return actor.RestartDirective }
+
+// Shutdown stops the subtree (every worker stops its kernel first) and
+// then the actor system. It waits for the subtree at most until ctx ends.
+func (t *Tree) Shutdown(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- t.System.Root.StopFuture(t.subtree).Wait() }()
+	var err error
+	select {
+	case werr := <-done:
+		if werr != nil {
+			err = fmt.Errorf("stop supervision tree: %w", werr)
+		}
+	case <-ctx.Done():
+		err = fmt.Errorf("stop supervision tree: %w", ctx.Err())
+	}
+	t.System.Shutdown()
+	return err
+}
+
+// subtree is the all-for-one parent of the registry and the workers
+// supervisor.
+type subtree struct {
+	tree  *Tree
+	cfg   registry.Config
+	base  kernelworker.Options
+	ready chan struct{}
+}
+
+func (s *subtree) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); !ok {
+		return
+	}
+	// Children are spawned once; on a restart protoactor restarts them in
+	// place (same PIDs), so the registry's starter keeps pointing at the
+	// right supervisor.
+	if s.tree.Workers != nil {
+		return
+	}
+	workers := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &workersSupervisor{} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, stopDecider))))
+	cfg := s.cfg
+	base := s.base
+	cfg.Starter = func(rctx actor.Context, key registry.Key, generation uint64, wo registry.WorkerOptions) (kernelworker.Handle, error) {
+		opts := base
+		opts.Key, opts.Generation = key, generation
+		opts.Cwd, opts.Interpreter = key.Cwd, wo.InterpreterConfigured
+		opts.HelperSource = wo.HelperSource
+		opts.MaxQueuedCells, opts.MaxOutputBytes, opts.Limits = wo.MaxQueuedCells, wo.MaxOutputBytes, wo.Limits
+		res, err := rctx.RequestFuture(workers, &spawnWorker{opts: opts}, spawnTimeout).Result()
+		if err != nil {
+			return kernelworker.Handle{}, fmt.Errorf("%w: workers supervisor: %w", kernelworker.ErrStartupFailed, err)
+		}
+		sp := res.(*spawnedWorker)
+		return sp.handle, sp.err
+	}
+	s.tree.Workers = workers
+	s.tree.Registry = ctx.Spawn(registry.Props(cfg))
+	close(s.ready)
+}
+
+// stopDecider makes kernel workers temporary: a failed worker is stopped,
+// never restarted (its interpreter's state is gone anyway).
+func stopDecider(any) actor.Directive { return actor.StopDirective }
+
+// workersSupervisor is the dynamic supervisor of kernel workers.
+type workersSupervisor struct{}
+
+func (w *workersSupervisor) Receive(ctx actor.Context) {
+	if msg, ok := ctx.Message().(*spawnWorker); ok {
+		h, err := kernelworker.Start(ctx, msg.opts)
+		ctx.Respond(&spawnedWorker{handle: h, err: err})
+	}
+}
+
+func (ownerActor) Receive(actor.Context) {}
+
+// Owner is a session owner for hosts without actors of their own; the
+// registry watches its actor. Detach stops it, which the registry sees
+// exactly like the death of an owner.
+type Owner struct {
+	PID *actor.PID
+	sys *actor.ActorSystem
+}
+
+// NewOwner spawns an owner actor.
+func (t *Tree) NewOwner() Owner {
+	return Owner{PID: t.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return ownerActor{} })), sys: t.System}
+}
+
+// Stop ends the owner; it waits until the actor is gone.
+func (o Owner) Stop() { _ = o.sys.Root.StopFuture(o.PID).Wait() }

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// serveProc is a running `execute-code serve` driven through its pipes.
+type serveProc struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan map[string]any
+}
+
+func startServe(t *testing.T, args ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--root", t.TempDir()}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &serveProc{t: t, cmd: cmd, in: in, lines: make(chan map[string]any, 100)}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				m = map[string]any{"unparseable": sc.Text()}
+			}
+			p.lines <- m
+		}
+	}()
+	t.Cleanup(func() {
+		_ = p.in.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Error("serve did not exit after end of input")
+		}
+	})
+	return p
+}
+
+func (p *serveProc) send(line string) {
+	p.t.Helper()
+	_, err := io.WriteString(p.in, line+"\n")
+	require.NoError(p.t, err)
+}
+
+// answer waits for the next line that is not a notification.
+func (p *serveProc) answer() map[string]any {
+	p.t.Helper()
+	for {
+		select {
+		case m, ok := <-p.lines:
+			require.True(p.t, ok, "serve closed its output")
+			if _, note := m["notify"]; note {
+				continue
+			}
+			return m
+		case <-time.After(60 * time.Second):
+			p.t.Fatal("no answer from serve")
+		}
+	}
+}
+
+func blocks(t *testing.T, m map[string]any) []any {
+	t.Helper()
+	res, ok := m["result"].(map[string]any)
+	require.True(t, ok, "not a result: %v", m)
+	b, _ := res["blocks"].([]any)
+	return b
+}
+
+func TestServeKeepsSessionStateAcrossExecutes(t *testing.T) {
+	p := startServe(t)
+	p.send(`{"id":1,"op":"attach","session":"s1","agent":"main"}`)
+	assert.Equal(t, map[string]any{"id": 1.0, "ok": true}, p.answer())
+	p.send(`{"id":2,"op":"execute","session":"s1","script":"x = 41\ntext('set')"}`)
+	assert.Equal(t, []any{"set"}, blocks(t, p.answer()))
+	p.send(`{"id":3,"op":"execute","session":"s1","script":"x += 1\ntext(str(x))"}`)
+	a := p.answer()
+	assert.Equal(t, 3.0, a["id"])
+	assert.Equal(t, []any{"42"}, blocks(t, a))
+	details := a["result"].(map[string]any)["details"].(map[string]any)
+	assert.Equal(t, true, details["persistent"])
+	assert.Equal(t, true, details["kernel_reused"])
+	p.send(`{"id":4,"op":"detach","session":"s1"}`)
+	assert.Equal(t, map[string]any{"id": 4.0, "ok": true}, p.answer())
+}
+
+func TestServeAnswersBadLinesAndKeepsServing(t *testing.T) {
+	p := startServe(t)
+	cases := []struct{ line, want string }{
+		{`{not json`, "not a JSON object"},
+		{`[1,2]`, "not a JSON object"},
+		{`{"id":7}`, `"op"`},
+		{`{"id":8,"op":"dance"}`, `unknown op "dance"`},
+		{`{"id":9,"op":"attach","session":5,"agent":"a"}`, `"session" has the wrong type`},
+		{`{"id":10,"op":"execute","session":"s"}`, `missing field "script"`},
+		{`{"id":11,"op":"approve","approval_id":"appr_x","decision":"allow"}`, "not_pending"},
+		{"{\"id\":12,\"op\":\"attach\",\"session\":\"\xff\"}", "UTF-8"},
+	}
+	for _, tc := range cases {
+		p.send(tc.line)
+		a := p.answer()
+		msg, _ := a["error"].(string)
+		assert.Contains(t, msg, tc.want, tc.line)
+	}
+	p.send(`{"id":13,"op":"attach","session":"s","agent":"a"}`)
+	assert.Equal(t, true, p.answer()["ok"])
+	p.send(`{"id":14,"op":"attach","session":"s","agent":"other"}`)
+	assert.Contains(t, p.answer()["error"], "another agent")
+	p.send(`{"id":15,"op":"execute","session":"s","script":"text('still serving')"}`)
+	assert.Equal(t, []any{"still serving"}, blocks(t, p.answer()))
+}
+
+func TestServeExecuteWithoutAttachedSessionRunsIsolated(t *testing.T) {
+	p := startServe(t)
+	p.send(`{"id":1,"op":"execute","session":"nobody","script":"notify('hi')\ntext('alone')"}`)
+	var note map[string]any
+	for m := range p.lines {
+		if _, ok := m["notify"]; ok {
+			note = m
+			continue
+		}
+		details := m["result"].(map[string]any)["details"].(map[string]any)
+		assert.Equal(t, "missing_session_scope", details["fallback_reason"])
+		break
+	}
+	assert.Equal(t, map[string]any{"id": 1.0, "notify": "hi"}, note)
+}
+
+func TestServeSnapshotIsAnAggregate(t *testing.T) {
+	p := startServe(t)
+	p.send(`{"id":1,"op":"attach","session":"s","agent":"a"}`)
+	p.answer()
+	p.send(`{"id":2,"op":"execute","session":"s","script":"x = 1"}`)
+	p.answer()
+	p.send(`{"id":3,"op":"snapshot"}`)
+	snap := p.answer()["snapshot"].(map[string]any)
+	assert.Equal(t, 1.0, snap["capacity"].(map[string]any)["live"])
+	assert.NotContains(t, strings.ToLower(mustJSON(t, snap)), "/tmp")
+}
+
+func mustJSON(t *testing.T, v any) string {
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// A client may stream its requests without waiting: cells of one session
+// run in order, and a detach waits for the cells sent before it.
+func TestServeRunsAStreamedSessionInOrder(t *testing.T) {
+	p := startServe(t)
+	p.send(`{"id":1,"op":"attach","session":"s","agent":"a"}`)
+	p.send(`{"id":2,"op":"execute","session":"s","script":"import time\ntime.sleep(0.3)\nx = 1\ntext('one')"}`)
+	p.send(`{"id":3,"op":"execute","session":"s","script":"x += 1\ntext(str(x))"}`)
+	p.send(`{"id":4,"op":"detach","session":"s"}`)
+	p.send(`{"id":5,"op":"execute","session":"s","script":"text('after detach')"}`)
+	got := map[float64]map[string]any{}
+	var order []float64
+	for len(got) < 5 {
+		a := p.answer()
+		id := a["id"].(float64)
+		got[id] = a
+		order = append(order, id)
+	}
+	assert.Equal(t, []any{"one"}, blocks(t, got[2]))
+	assert.Equal(t, []any{"2"}, blocks(t, got[3]))
+	assert.Equal(t, true, got[4]["ok"])
+	assert.Less(t, indexOf(order, 3), indexOf(order, 4), "detach answers after the cells sent before it")
+	details := got[5]["result"].(map[string]any)["details"].(map[string]any)
+	assert.Equal(t, "missing_session_scope", details["fallback_reason"])
+}
+
+func indexOf(xs []float64, x float64) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}

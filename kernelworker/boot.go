@@ -1,0 +1,183 @@
+package kernelworker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/executecode/executecode/privatetmp"
+	"github.com/executecode/executecode/pump"
+	"github.com/executecode/executecode/shimpy"
+)
+
+// Names of the staged files in a kernel workspace.
+const (
+	runnerFile = "runner.py"
+	helperFile = "lemon_tools.py"
+)
+
+// kernel is everything one interpreter holds on the host: its workspace,
+// process, pipes and doorbells. The worker actor owns it; release frees
+// it all once the process is gone.
+type kernel struct {
+	dir    string
+	proc   *Process
+	bells  *pump.Bells
+	stdin  *requestWriter
+	frames *frameSink
+	stderr *tailBuffer
+	booted time.Time
+}
+
+// Start boots a kernel synchronously (kernel.md §4.2: workspace, staged
+// runner and helpers, interpreter, init request) and spawns its worker
+// actor as a child of parent. It does not wait for the runner's ready.
+// On failure the error wraps ErrStartupFailed and nothing is left behind.
+func Start(parent actor.SpawnerContext, opts Options) (Handle, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return Handle{}, fmt.Errorf("%w: %w", ErrStartupFailed, err)
+	}
+	k, err := boot(opts)
+	if err != nil {
+		return Handle{}, fmt.Errorf("%w: %w", ErrStartupFailed, err)
+	}
+	w := newWorker(opts, k)
+	props := actor.PropsFromProducer(func() actor.Actor { return w })
+	pid, err := parent.SpawnNamed(props, "kernel-"+parent.ActorSystem().ProcessRegistry.NextId())
+	if err != nil {
+		k.kill(opts.KillGrace)
+		k.release(opts.Logger)
+		return Handle{}, fmt.Errorf("%w: spawn worker: %w", ErrStartupFailed, err)
+	}
+	k.attach(parent.ActorSystem(), pid)
+	return Handle{PID: pid, Bells: k.bells}, nil
+}
+
+// boot runs the steps of kernel.md §4.2; the first failure undoes the
+// earlier ones.
+func boot(opts Options) (k *kernel, err error) {
+	k = &kernel{booted: time.Now(), frames: newFrameSink(), stderr: newTailBuffer()}
+	defer func() {
+		if err != nil {
+			k.kill(opts.KillGrace)
+			k.release(opts.Logger)
+		}
+	}()
+
+	if k.dir, err = opts.Workspace(); err != nil {
+		return k, fmt.Errorf("workspace: %w", err)
+	}
+	runner := opts.Runner
+	if runner == "" {
+		runner = shimpy.Runner()
+	}
+	if err = privatetmp.WriteFile(k.dir, runnerFile, []byte(runner)); err != nil {
+		return k, fmt.Errorf("stage runner: %w", err)
+	}
+	if opts.HelperSource != "" {
+		if err = privatetmp.WriteFile(k.dir, helperFile, []byte(opts.HelperSource)); err != nil {
+			return k, fmt.Errorf("stage helpers: %w", err)
+		}
+	}
+	if k.bells, err = pump.NewBells(); err != nil {
+		return k, fmt.Errorf("doorbells: %w", err)
+	}
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return k, fmt.Errorf("request pipe: %w", err)
+	}
+	k.stdin = newRequestWriter(stdinW)
+
+	ctx, cancel := context.WithTimeout(context.Background(), opts.StartupTimeout)
+	defer cancel()
+	k.proc, err = opts.Spawner.Start(ctx, Command{
+		Path:       opts.Interpreter,
+		Args:       []string{"-u", filepath.Join(k.dir, runnerFile)},
+		Dir:        k.dir,
+		ExtraFiles: k.bells.ChildFiles(),
+		Limits:     opts.Limits,
+		Output:     k.frames,
+		Stdin:      stdinR,
+		Stderr:     k.stderr,
+	})
+	// The child has its copies (or never will): the host keeps only its
+	// own ends, so EOFs mean what they say.
+	_ = stdinR.Close()
+	_ = k.bells.CloseChildEnds()
+	if err != nil {
+		return k, fmt.Errorf("spawn: %w", err)
+	}
+
+	// The request pipe is empty, so this write cannot block for long; the
+	// deadline only guards against the impossible.
+	line, err := requestLine(map[string]any{"v": 1, "type": "init", "cwd": opts.Cwd})
+	if err == nil {
+		_ = stdinW.SetWriteDeadline(time.Now().Add(opts.StartupTimeout))
+		_, err = stdinW.Write(line)
+		_ = stdinW.SetWriteDeadline(time.Time{})
+	}
+	if err != nil {
+		return k, fmt.Errorf("write init: %w", err)
+	}
+	return k, nil
+}
+
+// attach starts delivering the kernel's frames and its exit to pid.
+func (k *kernel) attach(system *actor.ActorSystem, pid *actor.PID) {
+	k.frames.attach(system, pid)
+	proc := k.proc
+	go func() {
+		<-proc.Done()
+		system.Root.Send(pid, &processExited{status: proc.Exit()})
+	}()
+}
+
+// kill ends the process group with SIGKILL and waits, at most grace, for
+// the interpreter to be reaped.
+func (k *kernel) kill(grace time.Duration) {
+	// Nobody reads frames any more; the pipe must still drain for the
+	// process to count as done.
+	k.frames.close()
+	if k.proc == nil {
+		return
+	}
+	k.proc.Kill()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-k.proc.Done():
+	case <-t.C:
+	}
+}
+
+// release frees the host side: pipes, doorbells and the workspace. The
+// process must be gone (or given up on) first.
+func (k *kernel) release(logger *zerolog.Logger) {
+	k.frames.close()
+	if k.stdin != nil {
+		k.stdin.close()
+	}
+	if k.bells != nil {
+		_ = k.bells.Close()
+	}
+	if k.dir != "" {
+		privatetmp.Teardown(k.dir, privatetmp.LabelWorkspace, logger)
+		k.dir = ""
+	}
+}
+
+// requestLine encodes one request as a JSON line (kernel.md §6.1).
+func requestLine(req map[string]any) ([]byte, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,125 @@
+package kernelworker
+
+import (
+	"errors"
+	"os"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/executecode/executecode/pump"
+	"github.com/executecode/executecode/telemetry"
+)
+
+// ErrStartupFailed wraps every reason Start could not boot a kernel. When
+// Start returns it, nothing of the kernel is left: no process, no
+// workspace, no pipe.
+var ErrStartupFailed = errors.New("kernel startup failed")
+
+// Defaults of Options (kernel.md §0.3).
+const (
+	DefaultMaxQueuedCells = 8
+	DefaultMaxOutputBytes = 50000
+	DefaultStartupTimeout = 10 * time.Second
+	DefaultInterruptGrace = time.Second
+	DefaultTermGrace      = time.Second
+	DefaultKillGrace      = time.Second
+	DefaultByeTimeout     = time.Second
+)
+
+// Options configure one worker and its kernel.
+type Options struct {
+	// Key is the registry's opaque identity of the kernel, echoed in
+	// Status; Generation likewise.
+	Key        any
+	Generation uint64
+	// Cwd is the canonical key cwd: the runner's base directory, and every
+	// cell's unless the cell names its own.
+	Cwd string
+	// Interpreter is the python3 path as configured; it is what runs
+	// (design ruling 9).
+	Interpreter string
+	// HelperSource is the unconfigured lemon_tools module, staged next to
+	// the runner; "" stages none.
+	HelperSource string
+	// Runner is the runner program; "" means shimpy.Runner().
+	Runner string
+	// MaxQueuedCells bounds the cells waiting behind the active one
+	// (0 means DefaultMaxQueuedCells).
+	MaxQueuedCells int
+	// MaxOutputBytes bounds each cell's kept output (0 means
+	// DefaultMaxOutputBytes).
+	MaxOutputBytes int
+	// Limits are the kernel's rlimits. CPUSeconds bounds the boot and is
+	// the default per-cell CPU budget; the CPU hard limit is always left
+	// unlimited so the budget can be raised before each cell.
+	Limits  Limits
+	Spawner *Spawner
+	// Workspace reserves the kernel's private workspace directory.
+	Workspace func() (dir string, err error)
+	// Spill opens a private spill file for a cell's truncated output;
+	// ReleaseSpill, if set, is told when a cell's capture is finished
+	// with it.
+	Spill        func() (*os.File, error)
+	ReleaseSpill func(path string)
+	Telemetry    *telemetry.Bus
+	Logger       *zerolog.Logger
+	// OnExit, if set, is called once by the actor right before it stops,
+	// with why the kernel ended. It must not block: send a message.
+	OnExit func(Exit)
+
+	StartupTimeout, InterruptGrace, TermGrace, KillGrace, ByeTimeout time.Duration
+}
+
+// Exit says why a kernel ended, for the registry's session telemetry
+// (which alone knows the live counts).
+type Exit struct {
+	// Crash is "" when the kernel ended as asked (Stop, or the bye after
+	// a cancellation), else why it died on its own.
+	Crash telemetry.SessionCrashReason
+	// Lifetime runs from boot to the end of the teardown.
+	Lifetime time.Duration
+}
+
+// Handle is a started worker: its actor and the kernel's doorbells, which
+// every cell's RPC server subscribes to.
+type Handle struct {
+	PID   *actor.PID
+	Bells *pump.Bells
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxQueuedCells <= 0 {
+		o.MaxQueuedCells = DefaultMaxQueuedCells
+	}
+	if o.MaxOutputBytes <= 0 {
+		o.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.StartupTimeout, DefaultStartupTimeout)
+	def(&o.InterruptGrace, DefaultInterruptGrace)
+	def(&o.TermGrace, DefaultTermGrace)
+	def(&o.KillGrace, DefaultKillGrace)
+	def(&o.ByeTimeout, DefaultByeTimeout)
+	o.Limits.CPUHardUnlimited = true
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.Cwd == "":
+		return errors.New("options: empty cwd")
+	case o.Interpreter == "":
+		return errors.New("options: empty interpreter")
+	case o.Spawner == nil:
+		return errors.New("options: no spawner")
+	case o.Workspace == nil:
+		return errors.New("options: no workspace reservation")
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package kernelworker
+
+import (
+	"bytes"
+	"os"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// The port: goroutines between one kernel's pipes and its worker actor.
+// They read and write bytes and send the actor messages; they never touch
+// the actor's state.
+
+// maxChunksInFlight bounds the control-pipe chunks sent to the actor and
+// not yet handled (each at most 64 KiB): a flood of output then waits in
+// the pipe, where it blocks the runner, not in the mailbox.
+const maxChunksInFlight = 16
+
+// frameSink is the Output of the kernel's fd 1 (the runner's control
+// descriptor). Writes wait until the actor exists (attach) and stop
+// reaching it once the kernel is torn down (close).
+type frameSink struct {
+	ready   chan struct{}
+	quit    chan struct{}
+	credits chan struct{}
+	once    sync.Once
+
+	system *actor.ActorSystem
+	pid    *actor.PID
+}
+
+func newFrameSink() *frameSink {
+	return &frameSink{
+		ready:   make(chan struct{}),
+		quit:    make(chan struct{}),
+		credits: make(chan struct{}, maxChunksInFlight),
+	}
+}
+
+// attach names the actor; it must be called at most once, before close.
+func (s *frameSink) attach(system *actor.ActorSystem, pid *actor.PID) {
+	s.system, s.pid = system, pid
+	close(s.ready)
+}
+
+func (s *frameSink) close() { s.once.Do(func() { close(s.quit) }) }
+
+func (s *frameSink) Write(p []byte) (int, error) {
+	select {
+	case <-s.quit:
+		return len(p), nil
+	case <-s.ready:
+	}
+	select {
+	case <-s.quit:
+		return len(p), nil
+	case s.credits <- struct{}{}:
+	}
+	select {
+	case <-s.quit:
+		// Torn down while waiting: nobody returns this credit.
+		return len(p), nil
+	default:
+	}
+	s.system.Root.Send(s.pid, &frameChunk{data: bytes.Clone(p), credits: s.credits})
+	return len(p), nil
+}
+
+// release returns a chunk's credit.
+func (c *frameChunk) release() {
+	select {
+	case <-c.credits:
+	default:
+	}
+}
+
+// stderrTailBytes is how much of the kernel's own stderr is kept: it only
+// carries interpreter start-up errors (the runner redirects fd 2 into its
+// capture early), which go to the log when a kernel fails.
+const stderrTailBytes = 4096
+
+// tailBuffer keeps the last stderrTailBytes written to it.
+type tailBuffer struct {
+	mu sync.Mutex
+	r  ring
+}
+
+func newTailBuffer() *tailBuffer {
+	return &tailBuffer{r: ring{b: make([]byte, stderrTailBytes)}}
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.r.write(p)
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.r.bytes())
+}
+
+// requestWriter writes request lines to the runner's fd 0 on its own
+// goroutine, so a runner that stops reading never blocks the actor
+// (kernel.md §5.2). A failed write is dropped: the cell timer and the port
+// exit bound whatever it was for.
+type requestWriter struct {
+	f    *os.File
+	reqs chan []byte
+	done chan struct{}
+	shut bool // actor-owned: true once close was called
+}
+
+func newRequestWriter(f *os.File) *requestWriter {
+	w := &requestWriter{f: f, reqs: make(chan []byte, 4), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+func (w *requestWriter) run() {
+	defer close(w.done)
+	for line := range w.reqs {
+		_, _ = w.f.Write(line)
+	}
+}
+
+// send queues line without blocking; it reports false when the line was
+// not queued (closed, or an impossible backlog of requests).
+func (w *requestWriter) send(line []byte) bool {
+	if w.shut {
+		return false
+	}
+	select {
+	case w.reqs <- line:
+		return true
+	default:
+		return false
+	}
+}
+
+// close ends the goroutine: closing the pipe fails a blocked write, and
+// the runner reads EOF on its stdin.
+func (w *requestWriter) close() {
+	if w.shut {
+		return
+	}
+	w.shut = true
+	close(w.reqs)
+	_ = w.f.Close()
+	<-w.done
+}

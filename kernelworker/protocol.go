@@ -1,0 +1,426 @@
+package kernelworker
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Protocol constants (kernel.md §0.3, §6.2).
+const (
+	// FramePrefix starts every frame the runner writes on its control fd.
+	FramePrefix = "\x1elemon-python\t"
+	// MaxFrameBytes caps one frame line, prefix included, newline excluded.
+	MaxFrameBytes = 262144
+	// MaxStreamChunk caps the decoded payload of one stream frame.
+	MaxStreamChunk = 65536
+)
+
+// Frame types (kernel.md §6.2).
+const (
+	FrameReady     = "ready"
+	FrameStarted   = "started"
+	FrameStream    = "stream"
+	FrameException = "exception"
+	FrameDone      = "done"
+	FrameFatal     = "fatal"
+	FrameBye       = "bye"
+)
+
+// ErrProtocol is wrapped by every parser error: the runner broke the frame
+// protocol and the kernel cannot be trusted any more.
+var ErrProtocol = errors.New("protocol violation")
+
+// ProtocolError names the check of kernel.md §6.3 that failed. Detail may
+// quote at most a short sample of the offending bytes: it is for logs,
+// never for telemetry or results.
+type ProtocolError struct {
+	Check  string
+	Detail string
+}
+
+func (e *ProtocolError) Error() string {
+	if e.Detail == "" {
+		return ErrProtocol.Error() + ": " + e.Check
+	}
+	return ErrProtocol.Error() + ": " + e.Check + ": " + e.Detail
+}
+
+func (e *ProtocolError) Unwrap() error { return ErrProtocol }
+
+// Checks of kernel.md §6.3, as ProtocolError.Check.
+const (
+	CheckBadPrefix         = "bad_prefix"
+	CheckFrameTooLarge     = "frame_too_large"
+	CheckInvalidJSON       = "invalid_json"
+	CheckMissingField      = "missing_field"
+	CheckInvalidVersion    = "invalid_version"
+	CheckUnknownType       = "unknown_type"
+	CheckUnexpectedFrame   = "unexpected_frame"
+	CheckCellAlreadyActive = "cell_already_active"
+	CheckNoActiveCell      = "no_active_cell"
+	CheckWrongID           = "wrong_id"
+	CheckInvalidField      = "invalid_field"
+	CheckInvalidStream     = "invalid_stream"
+	CheckInvalidBase64     = "invalid_base64"
+	CheckStreamTooLarge    = "stream_too_large"
+)
+
+// Frame is one parsed runner frame. Only the fields of its Type are set.
+type Frame struct {
+	Type string
+	// ID is the cell of started, stream, exception and done.
+	ID string
+	// PID is ready's optional pid (0 when absent or null).
+	PID int
+	// Stream is "stdout" or "stderr"; Data the decoded chunk.
+	Stream string
+	Data   []byte
+	// Kind, Name, Message and Traceback describe an exception.
+	Kind, Name, Message, Traceback string
+	// Reason is fatal's optional reason.
+	Reason string
+	// Dropped is done's optional count of late-output bytes the runner
+	// dropped because threads of earlier cells wrote them (ruling 7).
+	Dropped int
+}
+
+// Parser is the host's incremental frame parser (kernel.md §6.3). Feed
+// accepts any split or coalescing of the byte stream. It fails closed: the
+// first error rejects the whole chunk it was found in, and every later
+// Feed returns the same error, so a parser that failed is never trusted
+// again. The zero value is ready to use.
+type Parser struct {
+	buf       []byte
+	open      string // id of the open cell, "" if none
+	readySeen bool
+	closed    string // "bye" or "fatal" once the process announced its end
+	err       error
+}
+
+var prefix = []byte(FramePrefix)
+
+// Feed adds chunk to the stream and returns the frames it completed, in
+// arrival order. An empty chunk is accepted and completes nothing.
+func (p *Parser) Feed(chunk []byte) ([]Frame, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	frames, err := p.feed(chunk)
+	if err != nil {
+		p.err = err
+		p.buf = nil
+		return nil, err
+	}
+	return frames, nil
+}
+
+func (p *Parser) feed(chunk []byte) ([]Frame, error) {
+	p.buf = append(p.buf, chunk...)
+	if err := checkPrefix(p.buf); err != nil {
+		return nil, err
+	}
+	var frames []Frame
+	rest := p.buf
+	for {
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 0 {
+			break
+		}
+		line := rest[:nl]
+		rest = rest[nl+1:]
+		if len(line) > MaxFrameBytes {
+			return nil, protoErr(CheckFrameTooLarge, strconv.Itoa(len(line)))
+		}
+		if !bytes.HasPrefix(line, prefix) {
+			return nil, protoErr(CheckBadPrefix, sample(line))
+		}
+		f, err := p.frame(line[len(prefix):])
+		if err != nil {
+			return nil, err
+		}
+		frames = append(frames, f)
+	}
+	if len(rest) > MaxFrameBytes {
+		return nil, protoErr(CheckFrameTooLarge, strconv.Itoa(len(rest)))
+	}
+	// A remainder that already diverges from the prefix can never become
+	// a frame: reject it now rather than wait for its newline.
+	if err := checkPrefix(rest); err != nil {
+		return nil, err
+	}
+	// Keep only the remainder, in a buffer of its own, so a long-lived
+	// parser does not pin the chunks it has consumed.
+	p.buf = append(p.buf[:0:0], rest...)
+	return frames, nil
+}
+
+// checkPrefix accepts b when it starts with the prefix or is a prefix of
+// it (the empty buffer included).
+func checkPrefix(b []byte) error {
+	n := min(len(b), len(prefix))
+	if bytes.Equal(b[:n], prefix[:n]) {
+		return nil
+	}
+	return protoErr(CheckBadPrefix, sample(b))
+}
+
+// sample quotes at most the first 32 bytes, marking a cut with "...".
+func sample(b []byte) string {
+	if len(b) > 32 {
+		return strconv.Quote(string(b[:32])) + "..."
+	}
+	return strconv.Quote(string(b))
+}
+
+func protoErr(check, detail string) error {
+	return &ProtocolError{Check: check, Detail: detail}
+}
+
+// frame decodes and validates one frame body against the parser's state,
+// and advances that state only when the frame is accepted.
+func (p *Parser) frame(body []byte) (Frame, error) {
+	if !json.Valid(body) {
+		var probe any
+		err := json.Unmarshal(body, &probe)
+		detail := "malformed"
+		if err != nil {
+			detail = err.Error()
+		}
+		return Frame{}, protoErr(CheckInvalidJSON, detail)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // so "v":1.0 can be told from "v":1
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return Frame{}, protoErr(CheckInvalidJSON, err.Error())
+	}
+	obj, isObject := raw.(map[string]any)
+	if !isObject {
+		return Frame{}, protoErr(CheckInvalidJSON, "not an object")
+	}
+
+	v, ok := obj["v"]
+	if !ok {
+		return Frame{}, protoErr(CheckMissingField, "v")
+	}
+	if n, isNum := v.(json.Number); !isNum || n.String() != "1" {
+		return Frame{}, protoErr(CheckInvalidVersion, describe(v))
+	}
+	t, ok := obj["type"]
+	if !ok || t == nil {
+		return Frame{}, protoErr(CheckMissingField, "type")
+	}
+	typ, _ := t.(string)
+	switch typ {
+	case FrameReady, FrameStarted, FrameStream, FrameException, FrameDone, FrameFatal, FrameBye:
+	default:
+		return Frame{}, protoErr(CheckUnknownType, describe(t))
+	}
+	if p.closed != "" {
+		return Frame{}, protoErr(CheckUnexpectedFrame, typ)
+	}
+
+	f := Frame{Type: typ}
+	var err error
+	switch typ {
+	case FrameReady:
+		if p.readySeen {
+			return Frame{}, protoErr(CheckUnexpectedFrame, typ)
+		}
+		if f.PID, err = optionalPID(obj); err != nil {
+			return Frame{}, err
+		}
+		p.readySeen = true
+	case FrameStarted:
+		if f.ID, err = requiredString(obj, "id"); err != nil {
+			return Frame{}, err
+		}
+		if p.open != "" {
+			return Frame{}, protoErr(CheckCellAlreadyActive, strconv.Quote(p.open))
+		}
+		p.open = f.ID
+	case FrameStream:
+		if err = p.fillStream(obj, &f); err != nil {
+			return Frame{}, err
+		}
+	case FrameException:
+		if err = p.fillException(obj, &f); err != nil {
+			return Frame{}, err
+		}
+	case FrameDone:
+		if f.ID, err = p.openCell(obj); err != nil {
+			return Frame{}, err
+		}
+		if f.Dropped, err = optionalCount(obj, "dropped"); err != nil {
+			return Frame{}, err
+		}
+		p.open = ""
+	case FrameFatal:
+		if f.Reason, err = optionalString(obj, "reason"); err != nil {
+			return Frame{}, err
+		}
+		p.closed = typ
+	case FrameBye:
+		p.closed = typ
+	}
+	return f, nil
+}
+
+func (p *Parser) fillStream(obj map[string]any, f *Frame) error {
+	id, err := p.openCell(obj)
+	if err != nil {
+		return err
+	}
+	s, ok := obj["stream"]
+	if !ok || s == nil {
+		return protoErr(CheckMissingField, "stream")
+	}
+	stream, _ := s.(string)
+	if stream != "stdout" && stream != "stderr" {
+		return protoErr(CheckInvalidStream, describe(s))
+	}
+	data, err := requiredString(obj, "data")
+	if err != nil {
+		return err
+	}
+	decoded, err := decodeBase64(data)
+	if err != nil {
+		return err
+	}
+	if len(decoded) > MaxStreamChunk {
+		return protoErr(CheckStreamTooLarge, strconv.Itoa(len(decoded)))
+	}
+	f.ID, f.Stream, f.Data = id, stream, decoded
+	return nil
+}
+
+var exceptionKinds = map[string]bool{
+	"error": true, "system_exit": true, "unsupported_input": true, "interrupted": true,
+}
+
+func (p *Parser) fillException(obj map[string]any, f *Frame) error {
+	id, err := p.openCell(obj)
+	if err != nil {
+		return err
+	}
+	k, ok := obj["kind"]
+	if !ok || k == nil {
+		return protoErr(CheckMissingField, "kind")
+	}
+	kind, _ := k.(string)
+	if !exceptionKinds[kind] {
+		return protoErr(CheckInvalidField, "kind="+describe(k))
+	}
+	name, err := requiredString(obj, "name")
+	if err != nil {
+		return err
+	}
+	msg, err := optionalString(obj, "message")
+	if err != nil {
+		return err
+	}
+	tb, err := optionalString(obj, "traceback")
+	if err != nil {
+		return err
+	}
+	f.ID, f.Kind, f.Name, f.Message, f.Traceback = id, kind, name, msg, tb
+	return nil
+}
+
+// openCell validates the id of a frame that needs the open cell.
+func (p *Parser) openCell(obj map[string]any) (string, error) {
+	id, err := requiredString(obj, "id")
+	if err != nil {
+		return "", err
+	}
+	if p.open == "" {
+		return "", protoErr(CheckNoActiveCell, "")
+	}
+	if id != p.open {
+		return "", protoErr(CheckWrongID, fmt.Sprintf("open %q, got %q", p.open, id))
+	}
+	return id, nil
+}
+
+func requiredString(obj map[string]any, field string) (string, error) {
+	v, ok := obj[field]
+	if !ok || v == nil {
+		return "", protoErr(CheckMissingField, field)
+	}
+	s, isString := v.(string)
+	if !isString || s == "" {
+		return "", protoErr(CheckInvalidField, field+"="+describe(v))
+	}
+	return s, nil
+}
+
+func optionalString(obj map[string]any, field string) (string, error) {
+	v, ok := obj[field]
+	if !ok || v == nil {
+		return "", nil
+	}
+	s, isString := v.(string)
+	if !isString {
+		return "", protoErr(CheckInvalidField, field+"="+describe(v))
+	}
+	return s, nil
+}
+
+// optionalPID accepts null, absence, or a positive integer literal.
+func optionalPID(obj map[string]any) (int, error) {
+	v, ok := obj["pid"]
+	if !ok || v == nil {
+		return 0, nil
+	}
+	n, isNum := v.(json.Number)
+	if isNum {
+		if pid, err := strconv.Atoi(n.String()); err == nil && pid > 0 {
+			return pid, nil
+		}
+	}
+	return 0, protoErr(CheckInvalidField, "pid="+describe(v))
+}
+
+// optionalCount accepts null, absence, or a non-negative integer literal.
+func optionalCount(obj map[string]any, field string) (int, error) {
+	v, ok := obj[field]
+	if !ok || v == nil {
+		return 0, nil
+	}
+	n, isNum := v.(json.Number)
+	if isNum {
+		if c, err := strconv.Atoi(n.String()); err == nil && c >= 0 {
+			return c, nil
+		}
+	}
+	return 0, protoErr(CheckInvalidField, field+"="+describe(v))
+}
+
+// decodeBase64 is standard base64 with padding and nothing else: Go's
+// decoder skips CR and LF even in strict mode, the protocol does not.
+func decodeBase64(s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return nil, protoErr(CheckInvalidBase64, sample([]byte(s)))
+		}
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, protoErr(CheckInvalidBase64, sample([]byte(s)))
+	}
+	return b, nil
+}
+
+// describe renders a JSON value for an error detail, bounded like sample.
+func describe(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%T", v)
+	}
+	return sample(b)
+}

@@ -1,0 +1,46 @@
+package kernelworker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzParser feeds arbitrary bytes whole and split in two. The parser must
+// never panic, must agree with itself whatever the split (both accept with
+// the same frames, or both reject), and must only deliver frames within
+// the protocol's bounds.
+func FuzzParser(f *testing.F) {
+	f.Add([]byte(conversation), uint16(7))
+	f.Add([]byte(fr(`{"v":1,"type":"ready","pid":1}`)+"garbage\n"), uint16(3))
+	f.Add([]byte(fr(`{"v":1.0,"type":"ready"}`)), uint16(20))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		at := int(cut) % (len(data) + 1)
+
+		var whole Parser
+		want, wantErr := whole.Feed(data)
+
+		var split Parser
+		a, errA := split.Feed(data[:at])
+		var b []Frame
+		errB := errA
+		if errA == nil {
+			b, errB = split.Feed(data[at:])
+		}
+		if wantErr != nil {
+			require.Error(t, errB, "whole input rejected (%v) but split at %d accepted", wantErr, at)
+			return
+		}
+		require.NoError(t, errB, "whole input accepted but split at %d rejected", at)
+		require.Equal(t, len(want), len(a)+len(b))
+		for i, fr := range append(a, b...) {
+			require.Equal(t, want[i].Type, fr.Type)
+			require.Equal(t, want[i].ID, fr.ID)
+			require.Equal(t, string(want[i].Data), string(fr.Data))
+			require.LessOrEqual(t, len(fr.Data), MaxStreamChunk)
+			if fr.Type == FrameStream {
+				require.NotEmpty(t, fr.Data)
+			}
+		}
+	})
+}

@@ -1,0 +1,154 @@
+package pump
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+)
+
+// maxCleanupEntries bounds the protocol files Stop unlinks (bridge.md
+// §3.4); whatever is left goes with the bridge base's bounded removal.
+const maxCleanupEntries = 10000
+
+// settle decides the fate of the current sweep from its result (bridge.md
+// §6.3): a fault, or a cancellation that left claims unanswered, is a
+// failed sweep; anything else returned exact stats. A cancelled sweep
+// that abandoned nothing answered every claim it made, so its stats are
+// as good as a completed sweep's.
+func (s *Server) settle(r sweepResult) {
+	s.flight.cancel() // a faulted sweep's dispatches stop with it
+	s.flight = nil
+	switch {
+	case r.fault != "":
+		s.cfg.Logger.Error().Msgf("execute_code rpc sweep failed (%s); settling conservatively", r.fault)
+		s.settleFailed()
+	case r.abandoned > 0:
+		s.settleFailed()
+	default:
+		if r.err != nil && !errors.Is(r.err, context.Canceled) {
+			s.cfg.Logger.Warn().Err(r.err).Msg("execute_code rpc sweep failed")
+		}
+		s.settleCompleted(r.stats, r.unanswered > 0)
+	}
+}
+
+// settleFailed keeps the stats from before the sweep, flags the loss and
+// pays the dead sweep's debts from its markers and the ledger.
+func (s *Server) settleFailed() {
+	ledger := s.takeLedger()
+	s.stats.AccountingLoss = true
+	s.recoverClaims(ledger)
+}
+
+// settleCompleted adopts the sweep's stats and runs the same recovery as a
+// failed sweep (deduplicated by the replay memory) when it can change
+// anything: when the sweep left markers it could not answer, or the
+// ledger holds an id the stats do not remember (an abandoned sweep's late
+// feeds). Every other entry of a completed sweep's ledger precedes a spend
+// the sweep made, so recovery would only list the directory again.
+func (s *Server) settleCompleted(stats Stats, leftMarkers bool) {
+	s.stats = stats
+	if ledger := s.takeLedger(); leftMarkers || s.hasUnseen(ledger) {
+		s.recoverClaims(ledger)
+	}
+}
+
+// absorbLateFeeds charges what abandoned sweeps recorded after they were
+// settled, before the stats are read: with no sweep in flight, every
+// ledger entry is such a late feed, and one whose id is not remembered is
+// a spent call slot no settlement has paid yet.
+func (s *Server) absorbLateFeeds() {
+	if ledger := s.takeLedger(); s.hasUnseen(ledger) {
+		s.recoverClaims(ledger)
+	}
+}
+
+func (s *Server) hasUnseen(ledger Ledger) bool {
+	for id := range ledger {
+		if !s.stats.seen(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// takeLedger returns the ledger and starts an empty one.
+func (s *Server) takeLedger() Ledger {
+	s.ledgerMu.Lock()
+	defer s.ledgerMu.Unlock()
+	l := s.ledger
+	s.ledger = Ledger{}
+	return l
+}
+
+// recoverClaims runs recovery on a copy of the stats and adopts it only
+// if it succeeds: a failing recovery keeps the previous stats.
+func (s *Server) recoverClaims(ledger Ledger) {
+	stats := s.stats.Clone()
+	err := s.contain(func() error { return Recover(s.cfg, &stats, ledger) })
+	if err != nil {
+		s.cfg.Logger.Error().Msgf("execute_code rpc claim recovery failed (%s); keeping previous stats", faultClass(err))
+		return
+	}
+	s.stats = stats
+}
+
+// drain is the notification-only pass of DrainAndStats and Stop, on the
+// server's stats. A failure is logged and ignored.
+func (s *Server) drain() {
+	stats := s.stats.Clone()
+	err := s.contain(func() error {
+		DrainNotifications(s.cfg, &stats)
+		return nil
+	})
+	if err != nil {
+		s.cfg.Logger.Error().Msgf("execute_code rpc notification drain failed (%s)", faultClass(err))
+		return
+	}
+	s.stats = stats
+}
+
+// panicError carries a contained panic's type, never its payload.
+type panicError struct{ typ string }
+
+func (e panicError) Error() string { return "panic: " + e.typ }
+
+// faultClass names what failed for a log line: a contained panic's type,
+// or an error's type (never its text, which may carry anything).
+func faultClass(err error) string {
+	var p panicError
+	if errors.As(err, &p) {
+		return p.typ
+	}
+	return typeName(err)
+}
+
+// contain runs fn, turning a panic into an error naming its type. The
+// loop must outlive anything a file system or a callback does to it.
+func (s *Server) contain(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = panicError{typ: typeName(p)}
+		}
+	}()
+	return fn()
+}
+
+// removeProtocolFiles is Stop's hygiene (bridge.md §3.4): the first
+// 10,000 entries of the bridge directory, each a plain unlink; a
+// directory is skipped, never entered.
+func (s *Server) removeProtocolFiles() {
+	f, err := os.Open(s.cfg.Dir)
+	if err != nil {
+		return
+	}
+	des, _ := f.ReadDir(maxCleanupEntries)
+	f.Close()
+	for _, de := range des {
+		if de.IsDir() {
+			continue
+		}
+		_ = s.cfg.unlink(filepath.Join(s.cfg.Dir, de.Name()))
+	}
+}

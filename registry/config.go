@@ -1,0 +1,96 @@
+package registry
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/telemetry"
+)
+
+// Defaults (kernel.md §0.3).
+const (
+	DefaultMaxLiveKernels = 16
+	DefaultIdleTimeout    = 30 * time.Minute
+	DefaultReapInterval   = 60 * time.Second
+	DefaultStopTimeout    = 15 * time.Second
+	DefaultStatusTimeout  = 5 * time.Second
+)
+
+// Starter starts the worker of a new kernel for key with the given
+// generation. It runs inside the registry actor (ctx is the registry's
+// context) and returns once the kernel has booted, not once it is ready.
+// Its error should explain the failure; the registry wraps it in
+// ErrStartupFailed.
+type Starter func(ctx actor.Context, key Key, generation uint64, opts WorkerOptions) (kernelworker.Handle, error)
+
+// WorkerOptions are the bounds a kernel takes at its start and keeps for
+// its life (kernel.md §2.3): later acquires of the same kernel do not
+// change them.
+type WorkerOptions struct {
+	// InterpreterConfigured is the interpreter path as configured, which
+	// the kernel executes (ruling 9); the key holds the canonical one.
+	InterpreterConfigured string
+	HelperSource          string
+	MaxQueuedCells        int
+	MaxOutputBytes        int
+	Limits                kernelworker.Limits
+}
+
+// Config configures the registry. Zero values take the defaults.
+type Config struct {
+	// MaxLiveKernels is the cap used when a request carries none.
+	MaxLiveKernels int
+	// IdleTimeout is the idle timeout used when a request carries none.
+	// Negative means kernels are never reaped for idleness.
+	IdleTimeout time.Duration
+	// ReapInterval is the period of the reaper's timer.
+	ReapInterval time.Duration
+	Starter      Starter
+	// Now is the clock of idleness and kernel lifetimes.
+	Now       func() time.Time
+	Telemetry *telemetry.Bus
+	Logger    *zerolog.Logger
+	// StopTimeout bounds a worker's graceful stop before the registry
+	// stops its actor by force and counts a stop_failed.
+	StopTimeout time.Duration
+	// StatusTimeout bounds one status query to a worker; a worker that
+	// does not answer in time is unreachable.
+	StatusTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxLiveKernels <= 0 {
+		c.MaxLiveKernels = DefaultMaxLiveKernels
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.ReapInterval <= 0 {
+		c.ReapInterval = DefaultReapInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		nop := zerolog.Nop()
+		c.Logger = &nop
+	}
+	if c.StopTimeout <= 0 {
+		c.StopTimeout = DefaultStopTimeout
+	}
+	if c.StatusTimeout <= 0 {
+		c.StatusTimeout = DefaultStatusTimeout
+	}
+	return c
+}
+
+// Props is the registry actor. Each incarnation starts empty, with
+// generations from 1 (kernel.md §11): a restarted registry knows no
+// kernel, which is why it shares its supervisor with the workers.
+func Props(cfg Config) *actor.Props {
+	cfg = cfg.withDefaults()
+	return actor.PropsFromProducer(func() actor.Actor { return newRegistry(cfg) })
+}

@@ -1,0 +1,50 @@
+// Package registry is the kernel registry of session mode (kernel.md §3
+// with design.md rulings 6 and 13): one protoactor actor that owns which
+// kernel worker serves which Key, the owners (watched session actors) of
+// each kernel, the leases of callers using it, generations, admission
+// under a strict cap with idle-only least-recently-used eviction, idle
+// reaping on its own timer, reset and per-owner forks, owner detach, and
+// the stop pipeline of kernels it gives up.
+//
+// Every state change is one message to the actor. Goroutines the package
+// starts (a timer callback, a context.AfterFunc for a caller) only send
+// the actor a message; they never read or write its state.
+//
+// Admission and eviction cost O(1) in the number of live kernels: kernels
+// without leases sit on an intrusive list in the order their last lease
+// ended, and eviction inspects that list from its least-recently-used end.
+//
+// Owner departure (explicit Detach or the owner actor's Terminated, ruling
+// 6): a kernel left without owners is stopped at once. Otherwise the
+// registry ends the departing owner's leases, which cancels each lease's
+// Context; a worker treats a cell whose Execute.Ctx is done as abandoned
+// by its caller (kernel.md §4.7): a queued cell leaves the queue and the
+// kernel is kept, while an active cell is cancelled and the kernel
+// discarded. The worker, whose queue is the only exact record of which
+// cell is active, thus decides between the two; the registry decides only
+// whether a kernel stops because nobody owns it. For this to hold, callers
+// must pass Allocation.Lease.Context() (or a context derived from it) as
+// the cell's Execute.Ctx.
+//
+// Stopping a kernel: the entry leaves the live set at once (it no longer
+// counts against the cap), the worker is sent kernelworker.Stop and the
+// registry waits for its Terminated (it watches every worker from its
+// start). A worker still alive after Config.StopTimeout is stopped with
+// protoactor's Stop, counted as a stop_failed fallback and retried at
+// every reap tick. A sole-owner reset answers only when the old worker is
+// gone, or with ErrStopFailed when that cannot be confirmed.
+//
+// Worker status (kernel.md §3.2) is asked synchronously, bounded by
+// Config.StatusTimeout: on reuse, for the eviction candidate, and for
+// every kernel at reap ticks and snapshots (those in parallel). A worker
+// that stops while being asked resolves the question at once, since the
+// query also watches it. A worker that terminates on its own is reported
+// as session.crash with reason unknown: protoactor's Terminated carries
+// no exit reason.
+//
+// The package calls kernelworker only through the Starter it is given and
+// through worker messages (StatusRequest, Stop); it never starts python
+// itself, never touches a kernel's process, workspace or bridge, and never
+// emits or logs identities: no key fields, digests, paths, PIDs, owner
+// identities or generations reach telemetry.
+package registry

@@ -1,0 +1,36 @@
+package registry
+
+import "github.com/asynkron/protoactor-go/actor"
+
+// snapshot counts exactly what is live now (kernel.md §3.11, ruling 13).
+func (r *registry) snapshot(ctx actor.Context) *Snapshot {
+	phases := map[string]int{
+		phaseStarting: 0, phaseIdle: 0, phaseRunning: 0, phaseCancelling: 0, phaseStopping: 0,
+		phaseUnreachable: len(r.stopping),
+	}
+	es := make([]*entry, 0, len(r.entries))
+	for _, e := range r.entries {
+		es = append(es, e)
+	}
+	for _, st := range r.statuses(ctx, es) {
+		phases[st.phase]++
+	}
+	s := &Snapshot{
+		Live:          len(r.entries),
+		Max:           r.effMax,
+		Available:     max(r.effMax-len(r.entries), 0),
+		Phases:        phases,
+		InflightCells: len(r.leases),
+		IdleTimeout:   r.effIdle,
+		ReapInterval:  r.cfg.ReapInterval,
+	}
+	for _, o := range r.owners {
+		if len(o.entries) > 0 {
+			s.Owners++
+		}
+		if len(o.forks) > 0 {
+			s.ForkedOwners++
+		}
+	}
+	return s
+}

@@ -1,0 +1,425 @@
+package executecode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/executecode/executecode/actors"
+	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/privatetmp"
+	"github.com/executecode/executecode/pump"
+	"github.com/executecode/executecode/registry"
+	"github.com/executecode/executecode/shimpy"
+)
+
+const (
+	// registryTimeout bounds one request to the registry; acquire may boot
+	// a kernel (10 s startup deadline) and reset may wait out a stuck
+	// kernel's 15 s stop before they answer.
+	registryTimeout = 20 * time.Second
+	// reapInterval is how often the registry looks for idle kernels.
+	reapInterval = time.Minute
+	// replyGrace is how long past its deadline a call waits for the
+	// kernel's own timeout reply, which carries the partial output.
+	replyGrace = 500 * time.Millisecond
+	// serverTimeout bounds the per-cell RPC server's abort, drain and stop.
+	serverTimeout = 5 * time.Second
+)
+
+// Scope identifies the session a kernel belongs to: the persisted session
+// id (stable across turns and resumes) and the agent or profile id.
+type Scope struct {
+	SessionID string
+	AgentID   string
+}
+
+// Owner is an attached session. Its kernels keep their state between
+// calls until Detach; a detached owner is exactly like a dead one to the
+// registry (ruling 6).
+type Owner struct {
+	scope    Scope
+	owner    actors.Owner
+	tree     *actors.Tree
+	detached atomic.Bool
+}
+
+// Scope is the owner's session scope.
+func (o *Owner) Scope() Scope { return o.scope }
+
+// ErrBadScope reports a session scope with a blank session or agent id.
+var ErrBadScope = errors.New("session scope needs a non-blank session id and agent id")
+
+// Attach makes an owner for scope, starting the kernel subsystem on first
+// use.
+func (r *Runtime) Attach(scope Scope) (*Owner, error) {
+	if strings.TrimSpace(scope.SessionID) == "" || strings.TrimSpace(scope.AgentID) == "" {
+		return nil, ErrBadScope
+	}
+	tree, err := r.kernels()
+	if err != nil {
+		return nil, err
+	}
+	return &Owner{scope: scope, owner: tree.NewOwner(), tree: tree}, nil
+}
+
+// Detach ends the owner: its queued cells leave their queues, a kernel
+// running its cell is discarded, and kernels no other owner holds stop.
+// Detach is idempotent.
+func (o *Owner) Detach(ctx context.Context) error {
+	if o == nil || o.detached.Swap(true) {
+		return nil
+	}
+	_, err := request[*registry.DetachReply](ctx, o.tree, &registry.Detach{Owner: o.owner.PID})
+	o.owner.Stop()
+	return err
+}
+
+// kernels starts the supervision tree on first use.
+func (r *Runtime) kernels() (*actors.Tree, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if r.tree != nil {
+		return r.tree, nil
+	}
+	cfg := registry.Config{
+		MaxLiveKernels: r.cfg.MaxLiveKernels,
+		IdleTimeout:    r.cfg.KernelIdleTimeout(),
+		ReapInterval:   reapInterval,
+		Telemetry:      r.bus,
+		Logger:         &r.log,
+	}
+	base := kernelworker.Options{
+		Spawner:      r.spawner,
+		Workspace:    r.kernelWorkspace,
+		Spill:        r.newSpill,
+		ReleaseSpill: r.releaseSpill,
+		Telemetry:    r.bus,
+		Logger:       &r.log,
+	}
+	tree, err := actors.Start(cfg, base)
+	if err != nil {
+		return nil, err
+	}
+	r.tree = tree
+	return tree, nil
+}
+
+func (r *Runtime) kernelWorkspace() (string, error) {
+	rs, err := r.staging()
+	if err != nil {
+		return "", err
+	}
+	return privatetmp.ReserveDir(rs.work.Path(), "lemon-pyrepl")
+}
+
+// request asks an actor of the tree and waits for its typed answer.
+func request[T any](ctx context.Context, tree *actors.Tree, msg any) (T, error) {
+	var zero T
+	timeout := registryTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(d), time.Millisecond))
+	}
+	res, err := tree.System.Root.RequestFuture(tree.Registry, msg, timeout).Result()
+	if err != nil {
+		return zero, fmt.Errorf("%w: %w", errRegistryUnavailable, err)
+	}
+	v, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("%w: unexpected answer %T", errRegistryUnavailable, res)
+	}
+	return v, nil
+}
+
+var errRegistryUnavailable = errors.New("registry unavailable")
+
+// cellOutcome is how a session call ended before formatting.
+type cellOutcome struct {
+	res            kernelworker.CellResult
+	replied        bool
+	timedOut       bool
+	cancelled      bool
+	ownerGone      bool
+	stats          pump.Stats
+	statsLost      bool
+	blocks         []string
+	reused         bool
+	resetPerformed bool
+	timeout        time.Duration
+	started        time.Time
+}
+
+// runSession runs call as a cell on the owner's kernel (bridge.md §1.7,
+// kernel.md §1.1). It falls back to a fresh process only before any
+// submitted code can have started.
+func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Result, error) {
+	started := time.Now()
+	timeout := r.effectiveTimeout(call.TimeoutMS)
+	deadline := started.Add(timeout)
+	o := call.Owner
+	if o == nil || o.detached.Load() {
+		return r.runFallback(ctx, call, python, FallbackMissingScope, started, false)
+	}
+	key, err := registry.NewKey(o.scope.SessionID, o.scope.AgentID, r.rootDir, python, r.cfg.Tools)
+	if err != nil {
+		return r.sessionFailure(fmt.Sprintf("invalid_session_key: %v", err), started, false), nil
+	}
+	tree := o.tree
+	reqCtx, cancelReq := context.WithDeadline(ctx, deadline)
+	defer cancelReq()
+
+	resetPerformed := false
+	if call.Reset {
+		rr, err := request[*registry.ResetReply](reqCtx, tree, &registry.Reset{Key: key, Owner: o.owner.PID})
+		switch {
+		case err != nil:
+			return r.runFallback(ctx, call, python, FallbackRegistryUnavailable, started, false)
+		case errors.Is(rr.Err, registry.ErrStopFailed):
+			// The old kernel could not be confirmed gone: running on a
+			// new one could race it, running isolated cannot.
+			return r.runFallback(ctx, call, python, FallbackStopFailed, started, false)
+		case rr.Err != nil:
+			return r.sessionFailure(fmt.Sprintf("reset_failed: %v", rr.Err), started, false), nil
+		}
+		resetPerformed = rr.Performed
+	}
+
+	ws, err := r.stageCellBridge()
+	if err != nil {
+		return r.runFallback(ctx, call, python, FallbackStartupFailed, started, resetPerformed)
+	}
+	defer privatetmp.Teardown(ws.base, privatetmp.LabelCellBridge, &r.log)
+
+	// The cell's caller context: queued wait and execution end with it. A
+	// little grace past the deadline lets the kernel's own timer answer
+	// first, with the partial output.
+	cellCtx, cancelCell := context.WithDeadline(ctx, deadline.Add(replyGrace))
+	defer cancelCell()
+	defer context.AfterFunc(r.base, cancelCell)()
+
+	acq, err := request[*registry.AcquireReply](reqCtx, tree, &registry.Acquire{
+		Key: key, Owner: o.owner.PID, Caller: cellCtx,
+		MaxLiveKernels: r.cfg.MaxLiveKernels, IdleTimeout: r.cfg.KernelIdleTimeout(),
+		Worker: registry.WorkerOptions{
+			InterpreterConfigured: python,
+			HelperSource:          shimpy.RenderModule(r.cfg.Tools, r.cfg.MaxTextBytes),
+			MaxQueuedCells:        r.cfg.MaxQueuedCellsPerKernel,
+			MaxOutputBytes:        r.cfg.MaxOutputBytes,
+			Limits:                r.kernelLimits(),
+		},
+	})
+	if err == nil {
+		err = acq.Err
+	}
+	switch {
+	case errors.Is(err, registry.ErrCapacityExhausted):
+		return r.runFallback(ctx, call, python, FallbackCapacityExhausted, started, resetPerformed)
+	case errors.Is(err, registry.ErrStartupFailed):
+		return r.runFallback(ctx, call, python, FallbackStartupFailed, started, resetPerformed)
+	case err != nil:
+		return r.runFallback(ctx, call, python, FallbackRegistryUnavailable, started, resetPerformed)
+	}
+	alloc := acq.Allocation
+	defer func() {
+		relCtx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+		defer cancel()
+		_, _ = request[*registry.ReleaseReply](relCtx, tree, &registry.Release{Lease: alloc.Lease})
+	}()
+
+	srv, err := pump.StartServer(pump.Config{
+		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(),
+		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
+		OnNotify: call.Notify, Bells: alloc.Bells, Logger: &r.log,
+	})
+	if err != nil {
+		return r.sessionFailure(fmt.Sprintf("rpc_start_failed: %v", err), started, resetPerformed), nil
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), serverTimeout)
+		defer cancel()
+		srv.Stop(stopCtx)
+	}()
+
+	// The cell lives as long as both the call and the lease: the registry
+	// ends the lease when its owner leaves, which takes a queued cell out
+	// of the queue and discards the kernel under an active one.
+	execCtx, cancelExec := context.WithCancel(cellCtx)
+	defer cancelExec()
+	defer context.AfterFunc(alloc.Lease.Context(), cancelExec)()
+	reply := make(chan kernelworker.CellResult, 1)
+	tree.System.Root.Send(alloc.Worker, &kernelworker.Execute{
+		Ctx:       execCtx,
+		Code:      shimpy.RenderScript(call.Script, r.cfg.Tools),
+		Bridge:    &kernelworker.Bridge{Dir: ws.rpc, Token: ws.token, MaxTextBytes: r.cfg.MaxTextBytes},
+		Timeout:   max(time.Until(deadline), time.Millisecond),
+		CPUBudget: time.Duration(r.cfg.CPULimitSeconds) * time.Second,
+		Reply:     reply,
+	})
+
+	out := cellOutcome{reused: alloc.Reused, resetPerformed: resetPerformed, timeout: timeout, started: started}
+	select {
+	case out.res = <-reply:
+		out.replied = true
+	case <-execCtx.Done():
+		switch {
+		case ctx.Err() != nil || r.base.Err() != nil:
+			out.cancelled = true
+		case cellCtx.Err() != nil:
+			out.timedOut = true
+		default:
+			out.ownerGone = true
+		}
+	}
+	// No helper call outlives its cell.
+	abortCtx, cancelAbort := context.WithTimeout(context.Background(), serverTimeout)
+	defer cancelAbort()
+	srv.Abort(abortCtx)
+	out.stats, err = srv.DrainAndStats(abortCtx)
+	out.statsLost = err != nil
+	out.blocks = pump.ReadTextBlocks(ws.rpc, r.cfg.MaxTextBytes)
+
+	if out.replied && out.res.Reason == "startup_failed" {
+		// Queued on a kernel that never became ready: nothing started.
+		return r.runFallback(ctx, call, python, FallbackStartupFailed, started, resetPerformed)
+	}
+	return r.formatSession(out, newScrubber(workspace{base: ws.base, rpc: ws.rpc, token: ws.token}, nil)), nil
+}
+
+// stageCellBridge reserves a cell's private bridge: a base directory, its
+// rpc directory and a fresh token.
+func (r *Runtime) stageCellBridge() (ws workspace, err error) {
+	rs, err := r.staging()
+	if err != nil {
+		return ws, err
+	}
+	if ws.base, err = privatetmp.ReserveDir(rs.work.Path(), "lemon-exec-code-cell"); err != nil {
+		return ws, err
+	}
+	if ws.rpc, err = privatetmp.ReserveDir(ws.base, "rpc"); err == nil {
+		ws.token, err = pump.NewToken()
+	}
+	if err != nil {
+		privatetmp.Teardown(ws.base, privatetmp.LabelCellBridge, &r.log)
+	}
+	return ws, err
+}
+
+// kernelLimits are the per-kernel rlimits: the CPU limit is a per-cell
+// budget the worker manages with prlimit, so the hard limit stays open.
+func (r *Runtime) kernelLimits() kernelworker.Limits {
+	l := r.limits()
+	l.CPUHardUnlimited = true
+	return l
+}
+
+// sessionFailure is the result of a session call that failed around the
+// cell, before any code ran.
+func (r *Runtime) sessionFailure(reason string, started time.Time, resetPerformed bool) Result {
+	no := false
+	ms := max(time.Since(started).Milliseconds(), 0)
+	d := &Details{Persistent: true, KernelReused: &no, StateRetained: &no, DurationMS: &ms,
+		ResetPerformed: resetPerformed, Reason: reason, RPCTools: []string{}}
+	return textResult("execute_code session failed: "+reason, d, Trusted, nil)
+}
+
+// formatSession builds the model-visible result of a cell (bridge.md
+// §1.8–1.9, kernel.md §1.5 with rulings 5, 7 and 11).
+func (r *Runtime) formatSession(o cellOutcome, sc scrubber) Result {
+	res := o.res
+	retained := o.replied && res.StateRetained
+	reused := o.reused
+	ms := max(time.Since(o.started).Milliseconds(), 0)
+	d := &Details{
+		Persistent: true, KernelReused: &reused, StateRetained: &retained, DurationMS: &ms,
+		ResetPerformed: o.resetPerformed,
+		RPCCalls:       o.stats.Calls, RPCDenied: o.stats.Denied, RPCErrors: o.stats.Errors, RPCBytes: o.stats.Bytes,
+		RPCTools:          append([]string{}, o.stats.SortedTools()...),
+		RPCAccountingLoss: o.stats.AccountingLoss || o.statsLost,
+	}
+	out := ""
+	if o.replied {
+		d.Truncated = res.Output.Truncated
+		if res.Output.Truncated && res.Output.SpillPath != "" {
+			d.FullOutputPath = res.Output.SpillPath
+		}
+		out = sc.scrub(res.Output.Text)
+		d.Reason, d.KilledBy = res.Reason, res.KilledBy
+	}
+	blocks := make([]string, len(o.blocks))
+	for i, b := range o.blocks {
+		blocks[i] = sc.scrub(b)
+	}
+
+	var headline string
+	switch {
+	case o.cancelled:
+		headline, d.Reason, d.KilledBy, out = cancelledLine, "cancelled", "cancelled", ""
+	case o.timedOut:
+		headline, d.Reason, d.KilledBy, out = timedOutLine(o.timeout), "timeout", "timeout", ""
+	case o.ownerGone:
+		headline, d.Reason, d.KilledBy, out = ownerGoneLine, "owner_gone", "owner_gone", ""
+	case res.Reason == "":
+	case res.Reason == "exception" && res.Exception != nil:
+		headline = exceptionHeadline(res.Exception)
+		out = withTraceback(out, sc.scrub(res.Exception.Traceback))
+	case res.Reason == "timeout":
+		headline = timedOutLine(o.timeout)
+	default:
+		headline = "execute_code session failed: " + res.Reason
+		if h := kernelworker.LimitHeadline(res.KilledBy, r.limits(), kernelworker.ExitStatus{}); h != "" {
+			headline = h
+		}
+	}
+
+	var text string
+	switch {
+	case len(blocks) > 0:
+		text = assemble(headline, blocks, out, d.Truncated, d.FullOutputPath)
+	case headline == "":
+		text = withMarker(out, d.Truncated, d.FullOutputPath)
+		if out == "" {
+			text = noOutput
+		}
+	default:
+		text = headline
+		if out != "" {
+			text += "\n\n" + withMarker(out, d.Truncated, d.FullOutputPath)
+		}
+	}
+	trust := Trusted
+	if _, web := o.stats.ToolsUsed["webfetch"]; web || o.stats.Untrusted || d.RPCAccountingLoss {
+		trust = Untrusted
+	}
+	return textResult(text, d, trust, blocks)
+}
+
+const ownerGoneLine = "Script cancelled: its session was detached."
+
+func timedOutLine(d time.Duration) string {
+	return fmt.Sprintf("Script timed out after %dms.", d.Milliseconds())
+}
+
+func exceptionHeadline(e *kernelworker.Exception) string {
+	if e.Name == "" {
+		return "Script raised an exception."
+	}
+	return fmt.Sprintf("Script raised %s: %s", e.Name, e.Message)
+}
+
+// withTraceback appends the runner's filtered traceback to the captured
+// output, so the diagnostics show where the exception came from (ruling 5).
+func withTraceback(out, tb string) string {
+	if tb == "" {
+		return out
+	}
+	if out != "" && !strings.HasSuffix(out, "\n") {
+		out += "\n"
+	}
+	return out + tb
+}
