@@ -118,9 +118,13 @@ func (s *subtree) Receive(ctx actor.Context) {
 		return sp.handle, sp.err
 	}
 	s.tree.Workers = workers
-	s.tree.Registry = ctx.Spawn(registry.Props(cfg))
+	s.tree.Registry = ctx.Spawn(registryProps(cfg))
 	close(s.ready)
 }
+
+// registryProps builds the registry's props; tests wrap it to inject a
+// crash.
+var registryProps = registry.Props
 
 // stopDecider makes kernel workers temporary: a failed worker is stopped,
 // never restarted (its interpreter's state is gone anyway).

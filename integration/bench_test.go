@@ -113,3 +113,36 @@ func BenchmarkRunVersusBarePython(b *testing.B) {
 		b.ReportMetric(run/bare, "run/python-ratio")
 	}
 }
+
+// BenchmarkSessionCell measures a whole session call of `x = 1` through
+// the facade on a warm kernel (bridge, RPC server, registry lease, cell),
+// and a new kernel's first result, side by side.
+func BenchmarkSessionCell(b *testing.B) {
+	root := b.TempDir()
+	cfg := config.Defaults()
+	cfg.Enabled, cfg.KernelMode = true, config.Session
+	rt, err := executecode.New(cfg, executecode.WithRoot(root))
+	require.NoError(b, err)
+	defer rt.Close(context.Background())
+	for b.Loop() {
+		owner, err := rt.Attach(executecode.Scope{SessionID: "bench", AgentID: "main"})
+		require.NoError(b, err)
+		start := time.Now()
+		_, err = rt.Execute(context.Background(), executecode.Call{Script: "x = 1", Owner: owner})
+		require.NoError(b, err)
+		first := time.Since(start)
+		var ds []time.Duration
+		for range 300 {
+			start := time.Now()
+			res, err := rt.Execute(context.Background(), executecode.Call{Script: "x = 1", Owner: owner})
+			require.NoError(b, err)
+			require.True(b, res.Details.KernelReused != nil && *res.Details.KernelReused)
+			ds = append(ds, time.Since(start))
+		}
+		require.NoError(b, owner.Detach(context.Background()))
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		b.ReportMetric(float64(ds[len(ds)/2].Microseconds()), "warm-cell-median-us")
+		b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds()), "warm-cell-p99-us")
+		b.ReportMetric(float64(first.Microseconds())/1000, "new-kernel-first-result-ms")
+	}
+}

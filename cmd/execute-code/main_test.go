@@ -171,3 +171,20 @@ func TestConfigPrintsTheResolvedConfiguration(t *testing.T) {
 	assert.Contains(t, r.stdout, "tools = ['read']")
 	assert.Contains(t, r.stderr, "bash", "the dropped tool name is warned about")
 }
+
+func TestRunSessionModeRunsOneCellOnAThrowawayKernel(t *testing.T) {
+	r := cli(t, "x = 1\ntext(str(x))", nil, "run", "--mode", "session", "--json", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	var res struct {
+		Details map[string]any
+		Blocks  []string
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.Equal(t, []string{"1"}, res.Blocks)
+	assert.Equal(t, true, res.Details["persistent"])
+	assert.Equal(t, true, res.Details["state_retained"])
+
+	failed := cli(t, "raise KeyError('k')", nil, "run", "--mode", "session", "-")
+	assert.Equal(t, 1, failed.code)
+	assert.Contains(t, failed.stdout, "Script raised KeyError: 'k'")
+}

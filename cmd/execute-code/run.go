@@ -96,10 +96,16 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	return runStatus(res)
 }
 
-// runStatus is 0 for a script that ran and exited 0, else 1.
+// runStatus is 0 for a script that ran and succeeded, else 1. A cell on a
+// kernel has no exit code: it failed when details name a reason or a kill.
 func runStatus(res executecode.Result) int {
 	d := res.Details
-	if d == nil || d.ExitCode == nil || *d.ExitCode != 0 || d.KilledBy != "" || d.Reason != "" {
+	switch {
+	case d == nil || d.KilledBy != "" || d.Reason != "":
+		return exitFailed
+	case d.Persistent:
+		return exitOK
+	case d.ExitCode == nil || *d.ExitCode != 0:
 		return exitFailed
 	}
 	return exitOK
