@@ -29,7 +29,7 @@ acceptance: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 5 ./integration/
-	$(GO) test -run '^$$' -bench . -benchmem ./pump/ ./tools/ ./kernelworker/
+	$(GO) test -run '^$$' -bench . -benchmem ./pump/ ./tools/ ./kernelworker/ ./registry/
 
 # Every fuzz target for FUZZTIME each; crashers land in testdata as seeds.
 FUZZTIME ?= 60s
