@@ -21,6 +21,7 @@ const usage = `usage:
                    [--timeout-ms N] [--tools read,grep,...] [--approve ask|allow|deny]
                    [--json] [FILE|-]
   execute-code serve [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
+  execute-code snapshot [--config FILE]       (a fresh runtime's aggregate; with serve running use op "snapshot")
   execute-code config [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
 `
 
@@ -43,6 +44,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdServe(ctx, args[1:], stdin, stdout, stderr)
 	case "config":
 		return cmdConfig(args[1:], stdout, stderr)
+	case "snapshot":
+		return cmdSnapshot(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -188,3 +188,20 @@ func TestRunSessionModeRunsOneCellOnAThrowawayKernel(t *testing.T) {
 	assert.Equal(t, 1, failed.code)
 	assert.Contains(t, failed.stdout, "Script raised KeyError: 'k'")
 }
+
+func TestSnapshotOfAFreshRuntimeShowsTheEffectiveConfiguration(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "c.toml", "max_live_kernels = 3\nkernel_idle_timeout_ms = 60000\n")
+	r := cli(t, "", nil, "snapshot", "--config", file)
+	require.Equal(t, 0, r.code, r.stderr)
+	var snap struct {
+		Capacity struct{ Live, Max, Available int }
+		Reap     struct {
+			IdleTimeoutMS int64 `json:"idle_timeout_ms"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &snap), r.stdout)
+	assert.Equal(t, 0, snap.Capacity.Live)
+	assert.Equal(t, 3, snap.Capacity.Max)
+	assert.Equal(t, 3, snap.Capacity.Available)
+	assert.Equal(t, int64(60000), snap.Reap.IdleTimeoutMS)
+}
