@@ -35,7 +35,8 @@ bench:
 FUZZTIME ?= 60s
 FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest kernelworker:FuzzSanitize \
 	kernelworker:FuzzCapture tools:FuzzReadLines tools:FuzzExtractHTML \
-	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker
+	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker \
+	kernelworker:FuzzParser approval:FuzzParseDecision
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

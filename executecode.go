@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/executecode/executecode/actors"
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/telemetry"
@@ -36,6 +37,9 @@ type Call struct {
 	// Owner is the attached session the call belongs to. In session mode a
 	// call without one has no session scope and runs isolated.
 	Owner *Owner
+	// ApprovalTag is handed to the Approver with every approval request of
+	// this call (approval.Request.Caller), so a host can route the prompt.
+	ApprovalTag any
 }
 
 // Option configures a Runtime.
@@ -81,6 +85,7 @@ type Runtime struct {
 	wakeups bool
 
 	privateNets bool
+	approver    approval.Approver
 
 	spawner *kernelworker.Spawner
 
@@ -96,9 +101,12 @@ type Runtime struct {
 
 // New builds a runtime for cfg. It starts nothing until the first call.
 func New(cfg config.Config, opts ...Option) (*Runtime, error) {
-	r := &Runtime{cfg: cfg, log: zerolog.Nop(), wakeups: true}
+	r := &Runtime{cfg: cfg, log: zerolog.Nop(), wakeups: true, approver: denyAll}
 	for _, o := range opts {
 		o(r)
+	}
+	if r.approver == nil {
+		r.approver = denyAll
 	}
 	if r.rootDir == "" {
 		wd, err := os.Getwd()
@@ -138,6 +146,11 @@ func (r *Runtime) Description() string { return Description(r.cfg) }
 //
 // owner is the attached session the call belongs to (nil: none).
 func (r *Runtime) ExecuteParams(ctx context.Context, params map[string]any, notify func(string), owner *Owner) (Result, error) {
+	return r.ExecuteParamsTagged(ctx, params, notify, owner, nil)
+}
+
+// ExecuteParamsTagged is ExecuteParams with the call's ApprovalTag.
+func (r *Runtime) ExecuteParamsTagged(ctx context.Context, params map[string]any, notify func(string), owner *Owner, tag any) (Result, error) {
 	if ctx.Err() != nil {
 		return cancelledResult(), nil
 	}
@@ -156,7 +169,7 @@ func (r *Runtime) ExecuteParams(ctx context.Context, params map[string]any, noti
 	default:
 		return Result{}, ErrBadReset
 	}
-	return r.Execute(ctx, Call{Script: script, TimeoutMS: timeoutParam(params["timeout_ms"]), Reset: reset, Notify: notify, Owner: owner})
+	return r.Execute(ctx, Call{Script: script, TimeoutMS: timeoutParam(params["timeout_ms"]), Reset: reset, Notify: notify, Owner: owner, ApprovalTag: tag})
 }
 
 // timeoutParam keeps an integer timeout_ms and ignores anything else, as

@@ -95,6 +95,11 @@ type runOutcome struct {
 func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Result, error) {
 	started := time.Now()
 	timeout := r.effectiveTimeout(call.TimeoutMS)
+	// Policy and approvals are settled before anything exists.
+	policy, approvals, err := r.gate()
+	if err != nil {
+		return Result{}, fmt.Errorf("execute_code could not start its approval broker: %w", err)
+	}
 	rs, err := r.staging()
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, rs.work))
@@ -160,15 +165,18 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	defer stopKill()
 
 	pcfg := pump.Config{
-		Dir:            ws.rpc,
-		Token:          ws.token,
-		Tools:          r.innerTools(),
-		MaxCalls:       r.cfg.MaxRPCCalls,
-		MaxResultBytes: r.cfg.MaxRPCResultBytes,
-		MaxParallel:    r.cfg.MaxParallelRPC,
-		OnNotify:       call.Notify,
-		Bells:          bells,
-		Logger:         &r.log,
+		Policy:          policy,
+		Approvals:       approvals,
+		ApprovalContext: pump.ApprovalContext{Timeout: r.cfg.ApprovalTimeout(), Caller: call.ApprovalTag},
+		Dir:             ws.rpc,
+		Token:           ws.token,
+		Tools:           r.innerTools(),
+		MaxCalls:        r.cfg.MaxRPCCalls,
+		MaxResultBytes:  r.cfg.MaxRPCResultBytes,
+		MaxParallel:     r.cfg.MaxParallelRPC,
+		OnNotify:        call.Notify,
+		Bells:           bells,
+		Logger:          &r.log,
 	}
 	stats := pump.Serve(runCtx, pcfg, proc.Done())
 	<-proc.Done()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/executecode/executecode/actors"
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/pump"
@@ -103,7 +104,7 @@ func (r *Runtime) kernels() (*actors.Tree, error) {
 		Telemetry:    r.bus,
 		Logger:       &r.log,
 	}
-	tree, err := actors.Start(cfg, base)
+	tree, err := actors.Start(cfg, base, approval.Config{Approver: r.approver, Telemetry: r.bus, Logger: &r.log})
 	if err != nil {
 		return nil, err
 	}
@@ -232,10 +233,16 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		_, _ = request[*registry.ReleaseReply](relCtx, tree, &registry.Release{Lease: alloc.Lease})
 	}()
 
+	policy, approvals, err := r.gate()
+	if err != nil {
+		return r.sessionFailure(fmt.Sprintf("rpc_start_failed: %v", err), started, resetPerformed), nil
+	}
 	srv, err := pump.StartServer(pump.Config{
 		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(),
 		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
 		OnNotify: call.Notify, Bells: alloc.Bells, Logger: &r.log,
+		Policy: policy, Approvals: approvals,
+		ApprovalContext: pump.ApprovalContext{SessionID: o.scope.SessionID, AgentID: o.scope.AgentID, Timeout: r.cfg.ApprovalTimeout(), Caller: call.ApprovalTag},
 	})
 	if err != nil {
 		return r.sessionFailure(fmt.Sprintf("rpc_start_failed: %v", err), started, resetPerformed), nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/registry"
 )
@@ -31,13 +32,17 @@ type Tree struct {
 	System   *actor.ActorSystem
 	Registry *actor.PID
 	Workers  *actor.PID
-	subtree  *actor.PID
+	// Approvals is the approval broker. It is a child of the root of its
+	// own, restarted on its own: its failures never touch a kernel.
+	Approvals *approval.Broker
+	subtree   *actor.PID
 }
 
 // Start builds the tree. cfg is the registry's configuration; its Starter
 // is replaced by one that boots kernels under the workers supervisor with
-// base as the template of every worker's options.
-func Start(cfg registry.Config, base kernelworker.Options) (*Tree, error) {
+// base as the template of every worker's options. acfg configures the
+// approval broker.
+func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config) (*Tree, error) {
 	// The library's own log lines would land on the host's stdout, which
 	// `serve` speaks its protocol on: they are discarded.
 	// Its dead-letter throttle keeps a goroutine for one interval after
@@ -51,6 +56,7 @@ func Start(cfg registry.Config, base kernelworker.Options) (*Tree, error) {
 	subtreeProps := actor.PropsFromProducer(func() actor.Actor {
 		return &subtree{tree: t, cfg: cfg, base: base, ready: ready}
 	}, actor.WithSupervisor(actor.NewAllForOneStrategy(maxRestarts, restartWindow, restartDecider)))
+	t.Approvals = approval.NewBroker(sys.Root, sys.Root.Spawn(approval.Props(acfg)))
 	t.subtree = sys.Root.Spawn(subtreeProps)
 	select {
 	case <-ready:

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/registry"
@@ -54,7 +55,7 @@ func startTree(t *testing.T) (*Tree, *kernelworker.Spawner) {
 			Spawner:   spawner,
 			Workspace: func() (string, error) { return privatetmp.ReserveDir(root, "lemon-pyrepl") },
 			Spill:     func() (*os.File, error) { return privatetmp.ReserveFile(root, privatetmp.SpillPrefix) },
-		})
+		}, approval.Config{})
 	require.NoError(t, err)
 	t.Cleanup(spawner.Close)
 	return tree, spawner

@@ -49,6 +49,16 @@ type Config struct {
 	NprocLimit      int
 	// Sandbox is "" (none) or "landlock".
 	Sandbox string
+	// Allow, Deny and RequireApproval are the tool policy applied to every
+	// helper call (see Policy). Each holds Allowlist members in configured
+	// order without duplicates; empty means "no such list". Allow is
+	// [NoTools] when it named only unknown tools: such a list allows
+	// nothing, rather than (being empty) everything.
+	Allow           []string
+	Deny            []string
+	RequireApproval []string
+	// ApprovalTimeoutMS bounds how long a helper call waits for approval.
+	ApprovalTimeoutMS int
 }
 
 // Sandbox values.
@@ -94,6 +104,10 @@ func Defaults() Config {
 		FsizeLimitMB:            1024,
 		NprocLimit:              0,
 		Sandbox:                 SandboxNone,
+		Allow:                   []string{},
+		Deny:                    []string{},
+		RequireApproval:         []string{},
+		ApprovalTimeoutMS:       300000,
 	}
 }
 
@@ -119,6 +133,19 @@ func (c Config) Timeout() time.Duration { return millis(int64(c.TimeoutMS)) }
 
 // KernelIdleTimeout is KernelIdleTimeoutMS as a duration, saturating.
 func (c Config) KernelIdleTimeout() time.Duration { return millis(int64(c.KernelIdleTimeoutMS)) }
+
+// ApprovalTimeout is ApprovalTimeoutMS as a duration, saturating.
+func (c Config) ApprovalTimeout() time.Duration { return millis(int64(c.ApprovalTimeoutMS)) }
+
+// Policy is the configured tool policy. The lists are copies: changing
+// them does not change c.
+func (c Config) Policy() tools.Policy {
+	return tools.Policy{
+		Allow:           slices.Clone(c.Allow),
+		Deny:            slices.Clone(c.Deny),
+		RequireApproval: slices.Clone(c.RequireApproval),
+	}
+}
 
 // CPULimit is the CPU budget per run or cell; 0 means no limit.
 func (c Config) CPULimit() time.Duration {

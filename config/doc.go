@@ -7,7 +7,9 @@
 // is logged once as a warning naming its key.
 //
 // It owns the key names, their defaults and parse rules, the narrowing of the
-// helper allowlist, and the rendering of a resolved configuration as TOML.
+// helper allowlist, the tool policy lists (allow, deny, require_approval)
+// and the approval timeout, and the rendering of a resolved configuration
+// as TOML.
 // A file that cannot be read or parsed, or holds a value of the wrong TOML
 // type, is an error wrapping ErrFile that names the file, line and key.
 //

@@ -32,6 +32,10 @@ func TestWrongTOMLTypeIsAFileErrorNamingFileLineAndKey(t *testing.T) {
 		{name: "kernel_mode given a boolean", doc: table("kernel_mode = true"), line: 2, key: "kernel_mode"},
 		{name: "python_path given an integer", doc: table("python_path = 3"), line: 2, key: "python_path"},
 		{name: "sandbox given a boolean", doc: table("sandbox = false"), line: 2, key: "sandbox"},
+		{name: "allow given an integer", doc: table("allow = 1"), line: 2, key: "allow"},
+		{name: "deny given a non-string element", doc: table(`deny = ["webfetch", true]`), line: 2, key: "deny"},
+		{name: "require_approval given a table", doc: table("require_approval = { webfetch = true }"), line: 2, key: "require_approval"},
+		{name: "approval timeout given a float", doc: table("timeout_ms = 1\napproval_timeout_ms = 1.5"), line: 3, key: "approval_timeout_ms"},
 		{
 			name: "dotted key under a parent table",
 			doc:  "# comment\n[runtime]\nx = 1\ntools.execute_code.timeout_ms = [1]\n",

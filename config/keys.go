@@ -14,6 +14,7 @@ const (
 	kindTools                   // helper list
 	kindMode                    // kernel_mode: the first source that sets it wins
 	kindSandbox                 // "" or "landlock"
+	kindPolicy                  // allow / deny / require_approval tool lists
 )
 
 type key struct {
@@ -42,6 +43,10 @@ var keys = []key{
 	{"fsize_limit_mb", kindLimit},
 	{"nproc_limit", kindLimit},
 	{"sandbox", kindSandbox},
+	{"allow", kindPolicy},
+	{"deny", kindPolicy},
+	{"require_approval", kindPolicy},
+	{"approval_timeout_ms", kindBound},
 }
 
 // EnvPrefix starts the name of every environment override.

@@ -70,6 +70,10 @@ func Load(opts Options) (Config, error) {
 			v, issues := resolveSandbox(cs)
 			c.Sandbox = v
 			w.report(k.name, issues, strconv.Quote(v))
+		case kindPolicy:
+			v, issues := resolvePolicyList(k.name, cs)
+			*policyField(&c, k.name) = v
+			w.report(k.name, issues, showList(v))
 		}
 	}
 	return c, nil
@@ -101,6 +105,7 @@ func intField(c *Config, name string) intAccess {
 		"memory_limit_mb":             &c.MemoryLimitMB,
 		"fsize_limit_mb":              &c.FsizeLimitMB,
 		"nproc_limit":                 &c.NprocLimit,
+		"approval_timeout_ms":         &c.ApprovalTimeoutMS,
 	}[name]
 	if ptr == nil { // max_rpc_result_bytes is the one int64 field
 		return intAccess{
@@ -112,6 +117,17 @@ func intField(c *Config, name string) intAccess {
 		get: func() int64 { return int64(*ptr) },
 		set: func(v int64) { *ptr = toInt(v) },
 	}
+}
+
+// policyField is the list a policy key fills.
+func policyField(c *Config, name string) *[]string {
+	switch name {
+	case "allow":
+		return &c.Allow
+	case "deny":
+		return &c.Deny
+	}
+	return &c.RequireApproval
 }
 
 // absPythonPath resolves p as the reference does: a leading ~ is the home

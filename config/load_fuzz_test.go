@@ -24,6 +24,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("[runtime.tools]\nexecute_code = { kernel_mode = 'session', max_text_bytes = \"0\" }"), uint8(9), "", uint8(17), "landlock", "")
 	f.Add([]byte("timeout_ms = = 3"), uint8(1), "~/py", uint8(13), "-1", "none")
 	f.Add([]byte{}, uint8(200), "x", uint8(3), "99999999999999999999", ",:,")
+	f.Add([]byte(table("allow = [\"bash\"]\ndeny = \"read,read\"\nrequire_approval = []")), uint8(20), "webfetch,none", uint8(21), "0", "")
 
 	f.Fuzz(func(t *testing.T, doc []byte, k1 uint8, v1 string, k2 uint8, v2, toolsFlag string) {
 		dir := t.TempDir()
@@ -83,7 +84,7 @@ func fuzzEnvName(i uint8) string {
 func checkUsable(t *testing.T, c Config) {
 	t.Helper()
 	for _, n := range []int{c.TimeoutMS, c.MaxRPCCalls, c.MaxOutputBytes, c.MaxTextBytes, c.MaxParallelRPC,
-		c.KernelIdleTimeoutMS, c.MaxLiveKernels, c.MaxQueuedCellsPerKernel} {
+		c.KernelIdleTimeoutMS, c.MaxLiveKernels, c.MaxQueuedCellsPerKernel, c.ApprovalTimeoutMS} {
 		if n < 1 {
 			t.Fatalf("bound below 1: %+v", c)
 		}
@@ -110,8 +111,28 @@ func checkUsable(t *testing.T, c Config) {
 			t.Fatalf("tool %q outside the allowlist", name)
 		}
 	}
+	checkPolicyList(t, "allow", c.Allow, true)
+	checkPolicyList(t, "deny", c.Deny, false)
+	checkPolicyList(t, "require_approval", c.RequireApproval, false)
 	if c.PythonPath != "" && !filepath.IsAbs(c.PythonPath) {
 		t.Fatalf("relative python path %q", c.PythonPath)
+	}
+}
+
+// checkPolicyList: a non-nil set of allowlist members; only allow may
+// instead be exactly [NoTools].
+func checkPolicyList(t *testing.T, key string, list []string, mayBeNone bool) {
+	t.Helper()
+	if list == nil {
+		t.Fatalf("%s is nil", key)
+	}
+	if mayBeNone && slices.Equal(list, []string{NoTools}) {
+		return
+	}
+	for i, name := range list {
+		if !slices.Contains(tools.Allowlist, name) || slices.Contains(list[:i], name) {
+			t.Fatalf("%s = %q: %q is outside the allowlist or repeated", key, list, name)
+		}
 	}
 }
 

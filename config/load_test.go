@@ -34,6 +34,10 @@ func TestDefaultsMatchTheSeedAndLimitRulings(t *testing.T) {
 		FsizeLimitMB:            1024,
 		NprocLimit:              0,
 		Sandbox:                 "",
+		Allow:                   []string{},
+		Deny:                    []string{},
+		RequireApproval:         []string{},
+		ApprovalTimeoutMS:       300000,
 	}, d)
 	d.Tools[0] = "changed"
 	assert.Equal(t, "read", tools.Allowlist[0], "Defaults must not alias the allowlist")
@@ -175,6 +179,7 @@ func TestBoundKeysTakeTheFirstPositiveIntegerOfEnvTOMLDefault(t *testing.T) {
 		"kernel_idle_timeout_ms":      1800000,
 		"max_live_kernels":            16,
 		"max_queued_cells_per_kernel": 8,
+		"approval_timeout_ms":         300000,
 	}
 	cases := []struct {
 		name  string
@@ -483,6 +488,8 @@ func TestOverridesAreCheckedStrictly(t *testing.T) {
 		{name: "enabled not a boolean", over: map[string]any{"enabled": "yes"}, want: "enabled"},
 		{name: "sandbox unknown", over: map[string]any{"sandbox": "docker"}, want: "sandbox"},
 		{name: "python_path not a string", over: map[string]any{"python_path": 3}, want: "python_path"},
+		{name: "deny of the wrong type", over: map[string]any{"deny": []int{1}}, want: "deny"},
+		{name: "approval timeout with text", over: map[string]any{"approval_timeout_ms": "later"}, want: "approval_timeout_ms"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,6 +33,8 @@ func (c Config) TOML() string {
 			v = string(c.KernelMode)
 		case "sandbox":
 			v = c.Sandbox
+		case "allow", "deny", "require_approval":
+			v = *policyField(&c, k.name)
 		default:
 			v = intField(&c, k.name).get()
 		}

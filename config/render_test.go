@@ -32,9 +32,14 @@ cpu_limit_seconds = 30
 memory_limit_mb = 512
 fsize_limit_mb = 0
 nproc_limit = 50
-sandbox = "landlock"`)}},
+sandbox = "landlock"
+allow = ["read", "webfetch"]
+deny = "grep"
+require_approval = ["webfetch", "read", "webfetch"]
+approval_timeout_ms = 1500`)}},
 		{name: "explicitly disabled", in: in{toml: table("enabled = false")}},
 		{name: "no helpers", in: in{toml: table(`tools = ["bash"]`)}},
+		{name: "allow of only unknown tools", in: in{env: []string{"LEMON_EXECUTE_CODE_ALLOW=bash,Read"}}},
 		{name: "awkward python path", in: in{env: []string{"LEMON_EXECUTE_CODE_PYTHON_PATH=/opt/py \"quoted\" 'single' \\ é\ttab/python3"}}},
 		{name: "clamped values", in: in{toml: table("timeout_ms = 0\nmax_rpc_calls = \"99999999999999999999\"")}},
 	}

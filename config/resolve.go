@@ -168,6 +168,47 @@ func resolveTools(cs []candidate) ([]string, []issue) {
 	return slices.Clone(tools.Allowlist), issues
 }
 
+// resolvePolicyList resolves allow, deny or require_approval like tools:
+// the first layer whose list is non-empty wins, then it is filtered to the
+// allowlist in configured order. Duplicates are dropped (these lists are
+// sets), unknown names are dropped with one warning, and NoTools is a
+// silent "nothing". An allow list that named tools but kept none of them
+// becomes [NoTools], which allows nothing: dropping it to empty would turn
+// a narrowing the user asked for into no restriction at all.
+func resolvePolicyList(name string, cs []candidate) ([]string, []issue) {
+	var issues []issue
+	for _, c := range cs {
+		names, ok := toolNames(c.value)
+		if !ok {
+			issues = append(issues, issue{c, "is not a list of tool names"})
+			continue
+		}
+		if len(names) == 0 {
+			continue
+		}
+		kept := []string{}
+		var unknown []string
+		for _, n := range names {
+			switch {
+			case slices.Contains(kept, n):
+			case slices.Contains(tools.Allowlist, n):
+				kept = append(kept, n)
+			case n != NoTools && !slices.Contains(unknown, n):
+				unknown = append(unknown, n)
+			}
+		}
+		if len(unknown) > 0 {
+			issues = append(issues, issue{c, "names tools outside the allowlist (" +
+				strings.Join(tools.Allowlist, ", ") + "), dropped: " + capRunes(strings.Join(unknown, ","), maxShown)})
+		}
+		if name == "allow" && len(kept) == 0 {
+			kept = []string{NoTools}
+		}
+		return kept, issues
+	}
+	return []string{}, issues
+}
+
 // resolvePath: the first non-blank value that names a usable path wins,
 // made absolute by abs.
 func resolvePath(cs []candidate, abs func(string) (string, error)) (string, []issue) {
@@ -199,6 +240,10 @@ func resolvePath(cs []candidate, abs func(string) (string, error)) (string, []is
 }
 
 func showInt(n int64) string { return strconv.FormatInt(n, 10) }
+
+func showList(names []string) string {
+	return fmt.Sprintf("[%s]", strings.Join(names, ", "))
+}
 
 func showTools(names []string) string {
 	if len(names) == 0 {

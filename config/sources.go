@@ -244,7 +244,7 @@ func fileTypeWant(k kind, v any) string {
 			return ""
 		}
 		return "an integer or a numeric string"
-	case kindTools:
+	case kindTools, kindPolicy:
 		if _, ok := toolNames(v); ok {
 			return ""
 		}
@@ -350,7 +350,7 @@ func overrideProblem(k kind, v any) string {
 		if _, ok, _ := parseInt(v); !ok {
 			return "want an integer"
 		}
-	case kindTools:
+	case kindTools, kindPolicy:
 		if _, ok := toolNames(v); !ok {
 			return "want a list of tool names"
 		}

@@ -8,14 +8,29 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/tools"
 )
 
-// Policy decides whether a claimed helper call may run. A refusal is
+// Policy decides whether a claimed helper call may run, and whether it
+// needs a host's approval first (tools.Policy is one). A refusal is
 // answered with reason (or "tool '<name>' denied by policy" when reason is
-// empty) and counted as a denial.
+// empty) and counted as a denial; it is decided first and never prompts.
 type Policy interface {
 	Allowed(tool string) (ok bool, reason string)
+	RequiresApproval(tool string) bool
+}
+
+// ApprovalContext is who asks for approvals and how long a call waits for
+// one (bridge.md §7.2). The ids scope the approvals a host stores with
+// approve_session and approve_agent.
+type ApprovalContext struct {
+	SessionID, AgentID string
+	// Timeout bounds each wait; 0 means no bound.
+	Timeout time.Duration
+	// Caller is handed to the Approver untouched with every request of
+	// this bridge, so a host can route a prompt to the call it belongs to.
+	Caller any
 }
 
 // Config is one bridge's pump: its directory, token, tools and budgets.
@@ -40,6 +55,14 @@ type Config struct {
 
 	// Policy nil allows every tool in Tools.
 	Policy Policy
+	// Approvals, together with Policy, gates the calls Policy requires
+	// approval for (bridge.md §7.1): with either one nil nothing is gated.
+	// A gated call runs only once the broker approves it; a denied,
+	// cancelled, timed-out or failed approval is answered as such and
+	// counted as a denial.
+	Approvals *approval.Broker
+	// ApprovalContext goes with every approval request of this bridge.
+	ApprovalContext ApprovalContext
 	// OnNotify receives each forwarded notify() message, raw (a caller
 	// that shows it adds its own "notify: " prefix). Nil still consumes
 	// and counts frames. A panic in it is swallowed.
@@ -144,6 +167,7 @@ func (cfg Config) validate() error {
 		{"MaxRequestsPerSweep", "must be positive (or 0 for the default)", cfg.MaxRequestsPerSweep < 0},
 		{"MaxParallel", "must be positive (or 0 for the default)", cfg.MaxParallel < 0},
 		{"PollInterval", "must be positive (or 0 for the default)", cfg.PollInterval < 0},
+		{"ApprovalContext.Timeout", "must not be negative (0 means no bound)", cfg.ApprovalContext.Timeout < 0},
 	}
 	for _, c := range checks {
 		if c.bad {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/tools"
 )
 
@@ -15,6 +16,9 @@ type outcome struct {
 	ok        bool
 	text      string // content when ok, else the error message
 	untrusted bool
+	// blocked says approval stopped the call: it is answered text and
+	// counted as a denial, not an error.
+	blocked bool
 }
 
 // dispatch runs the claims in waves of MaxParallel, in claim order. Each
@@ -66,10 +70,11 @@ func (s *sweeper) abandon(rest []claim) {
 	}
 }
 
-// runTool calls the tool and always delivers exactly one outcome: a panic
-// (or a Goexit) inside the tool becomes an error answer and never reaches
-// the sweep. It only reads cfg, which nothing writes after settling, so it
-// may outlive an abandoned sweep.
+// runTool calls the tool (after its approval, when the claim is gated) and
+// always delivers exactly one outcome: a panic (or a Goexit) inside the
+// tool becomes an error answer and never reaches the sweep. It only reads
+// cfg, which nothing writes after settling, so it may outlive an abandoned
+// sweep. ctx is the sweep's: it ends when the sweep does.
 func runTool(ctx context.Context, cfg *Config, c claim, out chan<- outcome) {
 	defer cfg.tasks.done()
 	var o outcome
@@ -83,6 +88,17 @@ func runTool(ctx context.Context, cfg *Config, c claim, out chan<- outcome) {
 		}
 		out <- o
 	}()
+	if c.gated {
+		// Closed when this dispatch ends, however it ends: the watcher's
+		// second cancel then runs strictly after anything this goroutine
+		// could have registered.
+		dispatchDone := make(chan struct{})
+		defer close(dispatchDone)
+		if blocked, approved := awaitApproval(ctx, cfg, c, dispatchDone); !approved {
+			o, finished = blocked, true
+			return
+		}
+	}
 	res, err := cfg.Tools[c.tool].Execute(ctx, c.params)
 	if err != nil {
 		o = outcome{text: err.Error()}
@@ -90,6 +106,66 @@ func runTool(ctx context.Context, cfg *Config, c claim, out chan<- outcome) {
 		o = outcome{ok: true, text: contentText(res), untrusted: res.Untrusted}
 	}
 	finished = true
+}
+
+// awaitApproval asks the broker for the call's approval under its
+// pre-allocated id (bridge.md §7.2–7.3). First it starts the watcher that
+// cancels the prompt after the sweep ends and again after this dispatch
+// ends, so no prompt outlives both. approved is false for every outcome
+// but an approval; blocked is then the call's answer (§5.7). A broker
+// failure, a panic included, blocks the call: approval fails closed.
+func awaitApproval(ctx context.Context, cfg *Config, c claim, dispatchDone <-chan struct{}) (blocked outcome, approved bool) {
+	cfg.Approvals.Watch(c.approvalID, ctx.Done(), dispatchDone)
+	res, err := requestApproval(ctx, cfg, c)
+	phrase := phraseApprovalDenied // deny, and a cancelled prompt
+	switch {
+	case err != nil:
+		cfg.Logger.Warn().Str("tool", c.tool).Int64("id", c.id).Str("cause", approvalFailure(err)).
+			Msg("execute_code rpc approval failed")
+		phrase = phraseApprovalFailed
+	case res.Approved:
+		return outcome{}, true
+	case res.TimedOut:
+		phrase = phraseApprovalTimedOut
+	}
+	return outcome{blocked: true, text: msgApproval(phrase, c.tool)}, false
+}
+
+// errApprovalPanic is a panic inside the broker's Request, contained.
+var errApprovalPanic = errors.New("approval request panicked")
+
+// approvalFailure names a failed approval's cause for a log line: a
+// bounded class, never the error's text (a host's Approver may say
+// anything) and never the approval id.
+func approvalFailure(err error) string {
+	switch {
+	case errors.Is(err, approval.ErrApproverFailed):
+		return "approver_failed"
+	case errors.Is(err, approval.ErrUnavailable):
+		return "broker_unavailable"
+	case errors.Is(err, errApprovalPanic):
+		return "panic"
+	}
+	return "other"
+}
+
+func requestApproval(ctx context.Context, cfg *Config, c claim) (res approval.Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s", errApprovalPanic, typeName(r))
+		}
+	}()
+	ac := cfg.ApprovalContext
+	return cfg.Approvals.Request(ctx, approval.Request{
+		ID:        c.approvalID,
+		Tool:      c.tool,
+		Args:      c.params,
+		Rationale: "Tool execution: " + c.tool,
+		SessionID: ac.SessionID,
+		AgentID:   ac.AgentID,
+		Timeout:   ac.Timeout,
+		Caller:    ac.Caller,
+	})
 }
 
 // panicMessage keeps a tool's own words (a panic with an error or a
@@ -134,7 +210,8 @@ func contentText(r tools.Result) string {
 func (s *sweeper) settle(c claim, o outcome) {
 	stats := s.stats
 	ok, text := false, o.text
-	if o.ok {
+	switch {
+	case o.ok:
 		// The script receives (and is charged for) valid UTF-8.
 		text = strings.ToValidUTF8(text, "\uFFFD")
 		size, remaining := int64(len(text)), s.cfg.MaxResultBytes-stats.Bytes
@@ -149,7 +226,9 @@ func (s *sweeper) settle(c claim, o outcome) {
 				stats.Untrusted = true
 			}
 		}
-	} else {
+	case o.blocked:
+		stats.Denied++
+	default:
 		stats.Errors++
 	}
 	if s.publish(c.id, ok, text) {

@@ -95,6 +95,8 @@ func (p denyPolicy) Allowed(tool string) (bool, string) {
 	return !denied, reason
 }
 
+func (denyPolicy) RequiresApproval(string) bool { return false }
+
 func TestPolicyDenialIsAnsweredWithItsReasonAndCountedAsDenied(t *testing.T) {
 	read, ls, grep := echoTool("read"), echoTool("ls"), echoTool("grep")
 	h := newHarness(t, read, ls, grep)
@@ -115,6 +117,8 @@ func TestPolicyDenialIsAnsweredWithItsReasonAndCountedAsDenied(t *testing.T) {
 type panicPolicy struct{}
 
 func (panicPolicy) Allowed(string) (bool, string) { panic("policy store unreachable") }
+
+func (panicPolicy) RequiresApproval(string) bool { return false }
 
 func TestAPanickingPolicyAnswersRequestFailedWithoutChargingTheCall(t *testing.T) {
 	read := echoTool("read")

@@ -31,8 +31,19 @@
 // A kernel's bells are shared by the servers of its queued cells: each
 // subscribes, and every ring wakes every subscriber.
 //
+// Approvals (bridge.md §7): a call its Policy requires approval for, when
+// Config.Approvals is set, is held in its dispatch until the approval
+// broker decides. Every claim gets an approval id at claim time, before
+// its dispatch exists; a gated dispatch first has the broker watch the
+// sweep and itself (the prompt is cancelled after either ends), then
+// requests approval under that id on the sweep's context. Denied,
+// cancelled, timed-out and failed approvals are answered "approval
+// denied/timed out/failed for '<tool>'" and counted as denials; the tool
+// never runs. Policy denial comes first and never prompts.
+//
 // The pump may call tools (through the tools.Tool interface, with a context
-// derived from the run's), privatetmp (to publish responses) and zerolog.
+// derived from the run's), the approval broker, privatetmp (to publish
+// responses) and zerolog.
 // It must never recurse into or delete a directory in the rpc directory
 // (hygiene is a plain unlink of files and links), never follow a link when
 // writing, never log or echo the token, and never dispatch a request after

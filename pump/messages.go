@@ -37,6 +37,18 @@ func msgDenied(tool string) string {
 	return fmt.Sprintf("tool '%s' denied by policy", tool)
 }
 
+// The phrases of an approval-blocked call (bridge.md §5.7), each answered
+// as "<phrase> for '<tool>'".
+const (
+	phraseApprovalDenied   = "approval denied"
+	phraseApprovalTimedOut = "approval timed out"
+	phraseApprovalFailed   = "approval failed"
+)
+
+func msgApproval(phrase, tool string) string {
+	return fmt.Sprintf("%s for '%s'", phrase, tool)
+}
+
 func msgBudget(size, remaining, limit int64) string {
 	return fmt.Sprintf("rpc result byte budget exceeded (result %d bytes, %d bytes remaining of %d)", size, remaining, limit)
 }

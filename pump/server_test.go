@@ -93,6 +93,7 @@ func TestStartServerRefusesAnInvalidConfigNamingTheKey(t *testing.T) {
 		{"negative per-sweep cap", func(c *Config) { c.MaxRequestsPerSweep = -1 }, "MaxRequestsPerSweep"},
 		{"negative parallelism", func(c *Config) { c.MaxParallel = -2 }, "MaxParallel"},
 		{"negative poll interval", func(c *Config) { c.PollInterval = -time.Millisecond }, "PollInterval"},
+		{"negative approval timeout", func(c *Config) { c.ApprovalContext.Timeout = -time.Second }, "ApprovalContext.Timeout"},
 		{"token checked before max calls", func(c *Config) { c.Token, c.MaxCalls = "", 0 }, "Token"},
 		{"dir checked before everything", func(c *Config) { c.Dir, c.Tools, c.MaxResultBytes = "", nil, 0 }, "Dir"},
 	}
@@ -451,6 +452,8 @@ func (p *gatePolicy) Allowed(string) (bool, string) {
 	})
 	return false, "Tool 'read' is in deny list"
 }
+
+func (*gatePolicy) RequiresApproval(string) bool { return false }
 
 func TestALateResultOfAnAbandonedSweepCannotOverwriteSettledStats(t *testing.T) {
 	h := newHarness(t, echoTool("read"))

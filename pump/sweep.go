@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+
+	"github.com/executecode/executecode/approval"
 )
 
 // claim is a dispatch-bound request whose marker is published.
@@ -12,6 +14,13 @@ type claim struct {
 	id     int64
 	tool   string
 	params map[string]any
+	// approvalID names this call's prompt, if it ever gets one. It is
+	// allocated at claim time, before the dispatch exists, so it names
+	// exactly this call (bridge.md §7.3); every claim gets one, gated or
+	// not (§9 item 6).
+	approvalID string
+	// gated says the call needs approval before it runs (§7.1).
+	gated bool
 }
 
 // Sweep runs one sweep over cfg.Dir (bridge.md §5.3): recover orphaned
@@ -30,6 +39,10 @@ func (s *sweeper) run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // a killed sweep touches nothing
 	}
+	// The sweep's context ends when the sweep does, however it ends: its
+	// Done is the "sweep died" an approval watcher waits for.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	l, err := listDir(s.cfg.Dir)
 	if err != nil {
 		return err
@@ -134,7 +147,9 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 		stats.Errors++
 		return claim{}, false
 	}
+	gated := false
 	if s.cfg.Policy != nil {
+		// Denial first: a denied call never prompts.
 		if allowed, reason := s.cfg.Policy.Allowed(req.Tool); !allowed {
 			if reason == "" {
 				reason = msgDenied(req.Tool)
@@ -144,6 +159,7 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 			stats.Denied++
 			return claim{}, false
 		}
+		gated = s.cfg.Approvals != nil && s.cfg.Policy.RequiresApproval(req.Tool)
 	}
 
 	// Ledger first: it must be a superset of the published markers.
@@ -163,5 +179,5 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 		stats.Errors++
 		return claim{}, false
 	}
-	return claim{id: id, tool: req.Tool, params: req.Params}, true
+	return claim{id: id, tool: req.Tool, params: req.Params, approvalID: approval.NewID(), gated: gated}, true
 }

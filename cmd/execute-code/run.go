@@ -49,10 +49,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		timeout = n
 	}
-	switch approve {
-	case "", "ask", "allow", "deny":
-	default:
-		return fail(fmt.Errorf("--approve: %q is not ask, allow or deny", approve))
+	approver, err := approverFor(approve)
+	if err != nil {
+		return fail(err)
 	}
 	if fs.NArg() > 1 {
 		return fail(fmt.Errorf("run takes one script (FILE or -), got %d arguments", fs.NArg()))
@@ -63,7 +62,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 
 	log := warnLogger(stderr)
-	rt, err := newRuntime(c, log)
+	rt, err := newRuntime(c, log, executecode.WithApprover(approver))
 	if err != nil {
 		return fail(err)
 	}
@@ -139,7 +138,7 @@ func randomID() string {
 // newRuntime loads the configuration and builds the runtime the CLI runs:
 // enabled unless the configuration said no, with the built-in tools rooted
 // at --root.
-func newRuntime(c common, log zerolog.Logger) (*executecode.Runtime, error) {
+func newRuntime(c common, log zerolog.Logger, extra ...executecode.Option) (*executecode.Runtime, error) {
 	cfg, err := c.load(log)
 	if err != nil {
 		return nil, err
@@ -152,5 +151,5 @@ func newRuntime(c common, log zerolog.Logger) (*executecode.Runtime, error) {
 	if c.root != "" {
 		opts = append(opts, executecode.WithRoot(c.root))
 	}
-	return executecode.New(cfg, opts...)
+	return executecode.New(cfg, append(opts, extra...)...)
 }

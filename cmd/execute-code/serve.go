@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/config"
 )
 
@@ -296,7 +297,7 @@ func (s *server) execute(ctx context.Context, req request) {
 	run := func(owner *executecode.Owner) {
 		defer s.inflight.Done()
 		notify := func(msg string) { s.out.send(map[string]any{"id": idValue(req.ID), "notify": msg}) }
-		res, err := s.rt.ExecuteParams(ctx, params, notify, owner)
+		res, err := s.rt.ExecuteParamsTagged(ctx, params, notify, owner, req.ID)
 		if err != nil {
 			s.out.send(errorAnswer(req.ID, err.Error()))
 			return
@@ -319,15 +320,28 @@ func (s *server) snapshot(req request) {
 	s.out.send(map[string]any{"id": idValue(req.ID), "snapshot": snap})
 }
 
-// approve answers a decision for a pending approval. No helper call waits
-// for one yet, so every id is not pending.
+// approve answers a pending approval prompt: allow (= approve_once),
+// approve_session, approve_agent, approve_global or deny.
 func (s *server) approve(req request) {
 	var id, decision string
 	if err := errors.Join(req.field("approval_id", &id, true), req.field("decision", &decision, true)); err != nil {
 		s.out.send(errorAnswer(req.ID, err.Error()))
 		return
 	}
-	s.out.send(errorAnswer(req.ID, fmt.Sprintf("approve: approval %q is not_pending", id)))
+	d, err := approval.ParseDecision(decision)
+	if err != nil {
+		s.out.send(errorAnswer(req.ID, fmt.Sprintf("approve: field \"decision\": %v", err)))
+		return
+	}
+	if err := s.rt.ResolveApproval(id, d); err != nil {
+		if errors.Is(err, approval.ErrNotPending) {
+			s.out.send(errorAnswer(req.ID, fmt.Sprintf("approve: approval %q is not_pending", id)))
+			return
+		}
+		s.out.send(errorAnswer(req.ID, "approve: "+err.Error()))
+		return
+	}
+	s.out.send(map[string]any{"id": idValue(req.ID), "ok": true})
 }
 
 func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -351,12 +365,13 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		c.mode = string(config.Session)
 	}
 	log := warnLogger(stderr)
-	rt, err := newRuntime(c, log)
+	out := &lineWriter{w: stdout}
+	rt, err := newRuntime(c, log, executecode.WithApprover(serveApprover(out)))
 	if err != nil {
 		fmt.Fprintf(stderr, "execute-code: %v\n", err)
 		return exitUsage
 	}
-	s := &server{rt: rt, out: &lineWriter{w: stdout}, sessions: map[string]*servedSession{}}
+	s := &server{rt: rt, out: out, sessions: map[string]*servedSession{}}
 	s.serve(ctx, stdin)
 	if err := rt.Close(context.Background()); err != nil {
 		log.Warn().Err(err).Msg("execute-code serve: shutdown")

@@ -1,0 +1,85 @@
+package telemetry
+
+import "github.com/rs/zerolog"
+
+// Events of the approval broker (bridge.md §8, lemon.approvals.*). The
+// reference also attaches the approval id, run, session and agent ids to
+// these events; here they are left out on purpose (identities never reach
+// telemetry), and the tool is a name from the helper allowlist or "other".
+
+// ApprovalTool is the helper an approval is for.
+type ApprovalTool string
+
+const (
+	ApprovalToolRead     ApprovalTool = "read"
+	ApprovalToolGrep     ApprovalTool = "grep"
+	ApprovalToolFind     ApprovalTool = "find"
+	ApprovalToolLs       ApprovalTool = "ls"
+	ApprovalToolWebfetch ApprovalTool = "webfetch"
+	ApprovalToolOther    ApprovalTool = "other"
+)
+
+// ApprovalToolFor maps a tool name to its bounded form: an allowlist name
+// stays itself, anything else becomes "other".
+func ApprovalToolFor(name string) ApprovalTool {
+	return ApprovalTool(ApprovalTool(name).valid())
+}
+
+func (t ApprovalTool) valid() string {
+	switch t {
+	case ApprovalToolRead, ApprovalToolGrep, ApprovalToolFind, ApprovalToolLs, ApprovalToolWebfetch:
+		return string(t)
+	}
+	return string(ApprovalToolOther)
+}
+
+// ApprovalDecision says how a pending approval ended.
+type ApprovalDecision string
+
+const (
+	ApprovalApproveOnce    ApprovalDecision = "approve_once"
+	ApprovalApproveSession ApprovalDecision = "approve_session"
+	ApprovalApproveAgent   ApprovalDecision = "approve_agent"
+	ApprovalApproveGlobal  ApprovalDecision = "approve_global"
+	ApprovalDeny           ApprovalDecision = "deny"
+	ApprovalCancelled      ApprovalDecision = "cancelled"
+	ApprovalTimeout        ApprovalDecision = "timeout"
+	// ApprovalFailed: the host's approver failed (error, panic or an
+	// answer that is no decision).
+	ApprovalFailed  ApprovalDecision = "failed"
+	ApprovalUnknown ApprovalDecision = "unknown"
+)
+
+func (d ApprovalDecision) valid() string {
+	switch d {
+	case ApprovalApproveOnce, ApprovalApproveSession, ApprovalApproveAgent, ApprovalApproveGlobal,
+		ApprovalDeny, ApprovalCancelled, ApprovalTimeout, ApprovalFailed:
+		return string(d)
+	}
+	return string(ApprovalUnknown)
+}
+
+// ApprovalRequested: a prompt was registered (no stored approval answered
+// the call).
+type ApprovalRequested struct {
+	Tool ApprovalTool
+}
+
+func (ApprovalRequested) Name() string { return "lemon.approvals.requested" }
+
+func (r ApprovalRequested) MarshalZerologObject(e *zerolog.Event) {
+	e.Int("count", 1).Str("tool", r.Tool.valid())
+}
+
+// ApprovalResolved: a pending prompt was taken by exactly one of resolve,
+// cancel, the waiter's timeout or the approver's own answer.
+type ApprovalResolved struct {
+	Tool     ApprovalTool
+	Decision ApprovalDecision
+}
+
+func (ApprovalResolved) Name() string { return "lemon.approvals.resolved" }
+
+func (r ApprovalResolved) MarshalZerologObject(e *zerolog.Event) {
+	e.Int("count", 1).Str("tool", r.Tool.valid()).Str("decision", r.Decision.valid())
+}
