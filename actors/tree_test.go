@@ -33,8 +33,9 @@ func realPython(t *testing.T) string {
 	return p
 }
 
-// startTree runs a real tree whose registry panics on crash{}.
-func startTree(t *testing.T) (*Tree, *kernelworker.Spawner) {
+// startTree runs a real tree whose registry panics on crash{}; its kernels'
+// workspaces live under the returned root.
+func startTree(t *testing.T) (*Tree, string) {
 	t.Helper()
 	orig := registryProps
 	registryProps = func(cfg registry.Config) *actor.Props {
@@ -58,7 +59,7 @@ func startTree(t *testing.T) (*Tree, *kernelworker.Spawner) {
 		}, approval.Config{})
 	require.NoError(t, err)
 	t.Cleanup(spawner.Close)
-	return tree, spawner
+	return tree, root
 }
 
 func acquire(t *testing.T, tree *Tree, owner *actor.PID, session string) registry.Allocation {
@@ -75,8 +76,10 @@ func acquire(t *testing.T, tree *Tree, owner *actor.PID, session string) registr
 	return reply.Allocation
 }
 
-// runnerPIDs lists the live python processes running a kernel runner.
-func runnerPIDs(t *testing.T) []int {
+// runnerPIDs lists the live python processes running a kernel runner from
+// a workspace under root (other packages' tests run kernels at the same
+// time).
+func runnerPIDs(t *testing.T, root string) []int {
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
 	var pids []int
@@ -86,7 +89,7 @@ func runnerPIDs(t *testing.T) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), "lemon-pyrepl") && strings.Contains(string(cmdline), shimpy.RunnerName) && !zombie(pid) {
+		if err == nil && strings.Contains(string(cmdline), root+"/lemon-pyrepl") && strings.Contains(string(cmdline), shimpy.RunnerName) && !zombie(pid) {
 			pids = append(pids, pid)
 		}
 	}
@@ -94,12 +97,11 @@ func runnerPIDs(t *testing.T) []int {
 }
 
 func TestRegistryCrashTakesEveryKernelWithIt(t *testing.T) {
-	tree, _ := startTree(t)
+	tree, root := startTree(t)
 	owner := tree.NewOwner()
-	before := runnerPIDs(t)
 	acquire(t, tree, owner.PID, "a")
 	acquire(t, tree, owner.PID, "b")
-	live := newPIDs(runnerPIDs(t), before)
+	live := runnerPIDs(t, root)
 	require.Len(t, live, 2, "two kernels run")
 
 	tree.System.Root.Send(tree.Registry, &crash{})
@@ -119,30 +121,15 @@ func TestRegistryCrashTakesEveryKernelWithIt(t *testing.T) {
 }
 
 func TestShutdownStopsEveryKernel(t *testing.T) {
-	tree, _ := startTree(t)
+	tree, root := startTree(t)
 	owner := tree.NewOwner()
-	before := runnerPIDs(t)
 	acquire(t, tree, owner.PID, "a")
-	live := newPIDs(runnerPIDs(t), before)
+	live := runnerPIDs(t, root)
 	require.Len(t, live, 1)
 	require.NoError(t, tree.Shutdown(context.Background()))
 	for _, pid := range live {
 		assert.True(t, unix.Kill(pid, 0) != nil || zombie(pid), "kernel %d still runs after shutdown", pid)
 	}
-}
-
-func newPIDs(now, before []int) []int {
-	seen := map[int]bool{}
-	for _, p := range before {
-		seen[p] = true
-	}
-	var out []int
-	for _, p := range now {
-		if !seen[p] {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func zombie(pid int) bool {
