@@ -50,3 +50,17 @@ lint:
 
 clean:
 	rm -rf bin
+
+# Hardening: SOAK_CYCLES kernel lifecycles with injected faults, then the
+# leak checks (processes, staging files, goroutines, RSS growth); `make
+# test` runs the same test with its default of 100 cycles.
+.PHONY: soak load
+SOAK_CYCLES ?= 1000
+soak:
+	SOAK_CYCLES=$(SOAK_CYCLES) $(GO) test -run '^TestSoakKernelLifecyclesWithInjectedFaults$$' -count=1 -v -timeout 60m ./integration/
+
+# Load: 8 concurrent sessions x 200 cells x 5 helper calls; prints cells/s,
+# helper calls/s and cell latency percentiles (LOAD_SESSIONS, LOAD_CELLS,
+# LOAD_CALLS override).
+load:
+	LOAD=1 $(GO) test -run '^TestLoadConcurrentSessions$$' -count=1 -v -timeout 30m ./integration/

@@ -6,9 +6,10 @@
 // own session and a parent-death SIGKILL, so a host killed with SIGKILL
 // takes its interpreters with it. The child is first this very binary
 // (re-executed through /proc/self/exe and recognised in this package's
-// init), which resets SIGINT to default, sets the rlimits of Limits with
-// raw syscalls (RLIMIT_AS last, nothing allocated after the first one) and
-// execs python. ResolvePython picks the interpreter (bridge.md §1.3 step 6).
+// init), which marks every descriptor beyond python's own close-on-exec
+// (whatever the host inherited without it), resets SIGINT to default,
+// sets the rlimits of Limits with raw syscalls (RLIMIT_AS last, nothing
+// allocated after the first one) and execs python. ResolvePython picks the interpreter (bridge.md §1.3 step 6).
 //
 // Stopping: Kill, Signal and Interrupt signal the whole process group;
 // when python itself exits, whatever it left in its group is killed before

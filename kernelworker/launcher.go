@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -36,7 +37,11 @@ const rlimInfinity = ^uint64(0)
 // launchSpec is what the host tells the launcher besides python's argv
 // (which travels as the launcher's own argv[1:]).
 type launchSpec struct {
-	ParentPID        int  `json:"ppid"`
+	ParentPID int `json:"ppid"`
+	// Files is how many descriptors python is given (0, 1, 2 and the
+	// extra files); every descriptor above them is one the host inherited
+	// without close-on-exec, and python must not get it.
+	Files            int  `json:"files"`
 	CPUSeconds       int  `json:"cpu_s,omitempty"`
 	CPUHardUnlimited bool `json:"cpu_hard_unlimited,omitempty"`
 	MemoryMB         int  `json:"as_mb,omitempty"`
@@ -127,6 +132,8 @@ func launch() {
 		launcherFail("parent-check", unix.ESRCH, exitSetup)
 	}
 
+	closeInheritedOnExec(spec.Files)
+
 	env := launcherEnviron(os.Environ(), spec.MemoryMB > 0)
 	steps := planLimits(spec)
 
@@ -181,6 +188,37 @@ func execWithLimits(steps *[4]rlimitStep, path *byte, argv, envp **byte) {
 		code = exitNotFound
 	}
 	launcherFail("exec", e, code)
+}
+
+// closeInheritedOnExec marks every descriptor from keep up close-on-exec,
+// so python gets exactly the files the host gave it: Go's fork passes on
+// whatever the host itself inherited without close-on-exec (a service
+// manager's, a shell's or a job runner's descriptors), and a script must
+// never hold a descriptor the runtime would not give it (launcher-notes
+// §1). Marking rather than closing leaves the launcher's own runtime
+// descriptors usable until the execve.
+func closeInheritedOnExec(keep int) {
+	if keep < 3 {
+		keep = 3
+	}
+	err := unix.CloseRange(uint(keep), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return
+	}
+	// Before Linux 5.11: walk the descriptor table instead.
+	names, derr := os.ReadDir("/proc/self/fd")
+	if derr != nil {
+		launcherFail("close-inherited", errnoOf(err), exitSetup)
+	}
+	for _, n := range names {
+		fd, cerr := strconv.Atoi(n.Name())
+		if cerr != nil || fd < keep {
+			continue
+		}
+		// The directory's own descriptor is already gone, or is
+		// close-on-exec: EBADF is fine.
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+	}
 }
 
 // launcherEnviron is env without the launcher's own variables, plus

@@ -2,6 +2,7 @@ package kernelworker
 
 import (
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -85,6 +86,41 @@ func KilledBy(st ExitStatus, lim Limits, exc string, errno int, wasTimeout, wasC
 	return ""
 }
 
+// CellKilledBy explains a cell's uncaught exception that a limit caused,
+// for details.killed_by, or returns "": a MemoryError under a memory limit,
+// an OSError with errno EFBIG under a file size limit (python ignores
+// SIGXFSZ). The kernel survives such a cell with its state; the name only
+// says which limit the cell ran into, as a per-call run's result does.
+func CellKilledBy(e *Exception, lim Limits) string {
+	if e == nil || e.Kind != "error" {
+		return ""
+	}
+	errno := 0
+	if e.Name == "OSError" {
+		errno = messageErrno(e.Message)
+	}
+	return KilledBy(ExitStatus{}, lim, e.Name, errno, false, false)
+}
+
+// messageErrno reads the errno of an OSError's message, which python
+// words "[Errno N] text"; 0 if it has none. EFBIG has no OSError subclass
+// of its own, so the name OSError is the one to look at.
+func messageErrno(msg string) int {
+	rest, ok := strings.CutPrefix(msg, "[Errno ")
+	if !ok {
+		return 0
+	}
+	digits, _, ok := strings.Cut(rest, "]")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
 // LimitHeadline is the first line of a result whose run KilledBy
 // classified: "Script killed: CPU limit (30 s) exceeded." and the like,
 // or "Script killed by signal SIGSEGV.". It returns "" for "", timeout and
@@ -105,6 +141,11 @@ func LimitHeadline(killedBy string, lim Limits, st ExitStatus) string {
 	case KilledByFsizeLimit:
 		return "Script killed: file size limit (" + strconv.Itoa(lim.FsizeMB) + " MB) exceeded."
 	case KilledBySignal:
+		if st.Signal == 0 {
+			// The caller has no exit status at hand (a session cell's
+			// result carries only killed_by).
+			return "Script killed by a signal."
+		}
 		return "Script killed by signal " + signalName(st.Signal) + "."
 	}
 	return ""

@@ -80,7 +80,8 @@ type CellResult struct {
 	// Exception is set when Reason is exception.
 	Exception *Exception
 	// KilledBy names what ended the kernel under this cell ("" if
-	// nothing did).
+	// nothing did), or, for an exception cell that keeps its kernel, the
+	// limit that raised the exception (CellKilledBy).
 	KilledBy string
 	// DroppedLateOutput counts bytes that threads of earlier cells wrote
 	// during this one, which the runner dropped (design ruling 7).

@@ -141,6 +141,7 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 
 	spec, err := json.Marshal(launchSpec{
 		ParentPID:        os.Getpid(),
+		Files:            3 + len(cmd.ExtraFiles),
 		CPUSeconds:       cmd.Limits.CPUSeconds,
 		CPUHardUnlimited: cmd.Limits.CPUHardUnlimited,
 		MemoryMB:         cmd.Limits.MemoryMB,
