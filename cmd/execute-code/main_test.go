@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -204,4 +205,21 @@ func TestSnapshotOfAFreshRuntimeShowsTheEffectiveConfiguration(t *testing.T) {
 	assert.Equal(t, 3, snap.Capacity.Max)
 	assert.Equal(t, 3, snap.Capacity.Available)
 	assert.Equal(t, int64(60000), snap.Reap.IdleTimeoutMS)
+}
+
+// A CLI started with SIGINT ignored keeps ignoring it; the script's own
+// interpreter still gets the default handler (the launcher resets it).
+func TestRunStartedWithSIGINTIgnoredIgnoresIt(t *testing.T) {
+	script := writeFile(t, t.TempDir(), "s.py", "import signal, time\ntime.sleep(1)\ntext(str(signal.getsignal(signal.SIGINT) is signal.default_int_handler))\n")
+	cmd := exec.Command("/bin/sh", "-c", `trap '' INT; exec "$0" run --json "$1"`, binary, script)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	require.NoError(t, cmd.Start())
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	require.NoError(t, cmd.Wait(), "the interrupt was ignored and the run ended normally")
+	var res struct{ Blocks []string }
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+	assert.Equal(t, []string{"True"}, res.Blocks)
 }
