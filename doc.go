@@ -6,8 +6,11 @@
 // The facade owns validation of a call, the choice of mode, staging of a
 // per-call workspace, the wiring of interpreter, pump and output capture,
 // and the assembly of the result the model sees (headlines, diagnostics,
-// trust wrapping, host-path scrubbing). It calls config, privatetmp,
-// shimpy, pump, kernelworker, tools and telemetry; it never reads or writes
+// trust wrapping, host-path scrubbing), and the runtime's event pipeline:
+// its own telemetry bus, which feeds the lifecycle journal, the Prometheus
+// metrics and the host's bus, and the snapshot read through the introspect
+// actor. It calls config, privatetmp, shimpy, pump, kernelworker, actors,
+// registry, approval, introspect, tools and telemetry; it never reads or writes
 // bridge files itself (the pump does) and never starts a process except
 // through kernelworker.
 package executecode

@@ -15,6 +15,7 @@ import (
 	"github.com/executecode/executecode/actors"
 	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/introspect"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/telemetry"
 	"github.com/executecode/executecode/tools"
@@ -61,8 +62,16 @@ func WithTools(ts map[string]tools.Tool) Option { return func(r *Runtime) { r.to
 // request forgery by accident; the CLI, bash-equivalent anyway, turns it on.
 func WithPrivateNetworks() Option { return func(r *Runtime) { r.privateNets = true } }
 
-// WithTelemetry subscribes the runtime's events to bus.
-func WithTelemetry(bus *telemetry.Bus) Option { return func(r *Runtime) { r.bus = bus } }
+// WithTelemetry re-emits every event of the runtime on bus, whose
+// subscribers (a telemetry.LogHandler, say) get them as that bus
+// delivers: an Immediate handler at once, any other through its own
+// bounded queue. The runtime never closes bus.
+func WithTelemetry(bus *telemetry.Bus) Option { return func(r *Runtime) { r.userBus = bus } }
+
+// WithLifecycleEntries sets how many python_repl_lifecycle_observed
+// entries Lifecycle keeps (default introspect.DefaultJournalSize); 0
+// keeps none.
+func WithLifecycleEntries(n int) Option { return func(r *Runtime) { r.journalSize = max(n, 0) } }
 
 // WithTmpDir sets where the private staging root is made. By default
 // workspaces go to /dev/shm when TMPDIR is unset and it is a writable tmpfs
@@ -80,9 +89,19 @@ type Runtime struct {
 	log     zerolog.Logger
 	rootDir string
 	tools   map[string]tools.Tool
-	bus     *telemetry.Bus
 	tmpDir  string
 	wakeups bool
+
+	// bus is the runtime's own event bus: every emitter of the runtime
+	// emits here, and the journal, the metrics and the host's bus
+	// (userBus) subscribe. It is closed by Close.
+	bus         *telemetry.Bus
+	userBus     *telemetry.Bus
+	journal     *introspect.Journal
+	journalSize int
+	metrics     *introspect.Metrics
+	// reapInterval is how often the registry looks for idle kernels.
+	reapInterval time.Duration
 
 	privateNets bool
 	approver    approval.Approver
@@ -101,7 +120,8 @@ type Runtime struct {
 
 // New builds a runtime for cfg. It starts nothing until the first call.
 func New(cfg config.Config, opts ...Option) (*Runtime, error) {
-	r := &Runtime{cfg: cfg, log: zerolog.Nop(), wakeups: true, approver: denyAll}
+	r := &Runtime{cfg: cfg, log: zerolog.Nop(), wakeups: true, approver: denyAll,
+		journalSize: introspect.DefaultJournalSize, reapInterval: defaultReapInterval}
 	for _, o := range opts {
 		o(r)
 	}
@@ -132,6 +152,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	}
 	r.base, r.stop = context.WithCancel(context.Background())
 	r.spawner = kernelworker.NewSpawner()
+	r.observe()
 	return r, nil
 }
 
@@ -266,6 +287,10 @@ func (r *Runtime) Close(ctx context.Context) error {
 		err = errors.Join(err, tree.Shutdown(ctx))
 	}
 	r.spawner.Close()
+	// Last: the stops of the kernels above are events too.
+	if berr := r.bus.Close(ctx); berr != nil {
+		err = errors.Join(err, fmt.Errorf("close: telemetry: %w", berr))
+	}
 	return errors.Join(err, rs.close())
 }
 

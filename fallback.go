@@ -3,6 +3,8 @@ package executecode
 import (
 	"context"
 	"time"
+
+	"github.com/executecode/executecode/telemetry"
 )
 
 // Fallback reasons: session mode may run a call isolated, per call, only
@@ -18,6 +20,8 @@ const (
 // runFallback runs call per call with what is left of its deadline (at
 // least one second) and marks the result as not persistent.
 func (r *Runtime) runFallback(ctx context.Context, call Call, python, reason string, started time.Time, resetPerformed bool) (Result, error) {
+	// Emitted before the run, whose own execute_code.stop follows.
+	r.bus.Emit(telemetry.Fallback{Reason: telemetry.FallbackReason(reason)})
 	left := r.effectiveTimeout(call.TimeoutMS) - time.Since(started)
 	call.TimeoutMS = int(max(left, minTimeout).Milliseconds())
 	res, err := r.runPerCall(ctx, call, python)

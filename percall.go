@@ -175,6 +175,7 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 		MaxResultBytes:  r.cfg.MaxRPCResultBytes,
 		MaxParallel:     r.cfg.MaxParallelRPC,
 		OnNotify:        call.Notify,
+		OnRoundTrip:     r.metrics.ObserveRoundTrip,
 		Bells:           bells,
 		Logger:          &r.log,
 	}

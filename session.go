@@ -10,6 +10,7 @@ import (
 
 	"github.com/executecode/executecode/actors"
 	"github.com/executecode/executecode/approval"
+	"github.com/executecode/executecode/introspect"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/pump"
@@ -22,8 +23,9 @@ const (
 	// a kernel (10 s startup deadline) and reset may wait out a stuck
 	// kernel's 15 s stop before they answer.
 	registryTimeout = 20 * time.Second
-	// reapInterval is how often the registry looks for idle kernels.
-	reapInterval = time.Minute
+	// defaultReapInterval is how often the registry looks for idle
+	// kernels.
+	defaultReapInterval = time.Minute
 	// replyGrace is how long past its deadline a call waits for the
 	// kernel's own timeout reply, which carries the partial output.
 	replyGrace = 500 * time.Millisecond
@@ -92,7 +94,7 @@ func (r *Runtime) kernels() (*actors.Tree, error) {
 	cfg := registry.Config{
 		MaxLiveKernels: r.cfg.MaxLiveKernels,
 		IdleTimeout:    r.cfg.KernelIdleTimeout(),
-		ReapInterval:   reapInterval,
+		ReapInterval:   r.reapInterval,
 		Telemetry:      r.bus,
 		Logger:         &r.log,
 	}
@@ -104,7 +106,8 @@ func (r *Runtime) kernels() (*actors.Tree, error) {
 		Telemetry:    r.bus,
 		Logger:       &r.log,
 	}
-	tree, err := actors.Start(cfg, base, approval.Config{Approver: r.approver, Telemetry: r.bus, Logger: &r.log})
+	tree, err := actors.Start(cfg, base, approval.Config{Approver: r.approver, Telemetry: r.bus, Logger: &r.log},
+		actors.WithIntrospection(introspect.Config{QueueCapacity: r.cfg.MaxQueuedCellsPerKernel, Journal: r.journal}))
 	if err != nil {
 		return nil, err
 	}
@@ -241,6 +244,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(),
 		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
 		OnNotify: call.Notify, Bells: alloc.Bells, Logger: &r.log,
+		OnAuthFailure: r.bridgeDenied, OnRoundTrip: r.metrics.ObserveRoundTrip,
 		Policy: policy, Approvals: approvals,
 		ApprovalContext: pump.ApprovalContext{SessionID: o.scope.SessionID, AgentID: o.scope.AgentID, Timeout: r.cfg.ApprovalTimeout(), Caller: call.ApprovalTag},
 	})
@@ -291,8 +295,10 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	out.statsLost = err != nil
 	out.blocks = pump.ReadTextBlocks(ws.rpc, r.cfg.MaxTextBytes)
 
-	if out.replied && out.res.Reason == "startup_failed" {
-		// Queued on a kernel that never became ready: nothing started.
+	if out.replied && out.res.Reason == kernelworker.ReasonStartupFailed {
+		// Queued on a kernel that never became ready: nothing started. (A
+		// kernel that died after it was ready is a dead worker, which the
+		// seed says is never retried or fallen back.)
 		return r.runFallback(ctx, call, python, FallbackStartupFailed, started, resetPerformed)
 	}
 	return r.formatSession(out, newScrubber(workspace{base: ws.base, rpc: ws.rpc, token: ws.token}, nil)), nil
@@ -374,6 +380,10 @@ func (r *Runtime) formatSession(o cellOutcome, sc scrubber) Result {
 	case res.Reason == "":
 	case res.Reason == "exception" && res.Exception != nil:
 		headline = exceptionHeadline(res.Exception)
+		// A MemoryError or EFBIG under a configured limit says which limit.
+		if h := kernelworker.LimitHeadline(res.KilledBy, r.limits(), kernelworker.ExitStatus{}); h != "" {
+			headline = h
+		}
 		out = withTraceback(out, sc.scrub(res.Exception.Traceback))
 	case res.Reason == "timeout":
 		headline = timedOutLine(o.timeout)

@@ -4,8 +4,11 @@
 //	├── workers   dynamic supervisor of temporary kernel workers (never restarted)
 //	└── registry  key → kernel, owners, generations, admission, reaping
 //
-// and the owner actors an embedding host without actors of its own gets
-// from Attach. A registry crash takes every kernel down with it: the
+// beside it, as root children restarted on their own, the approval broker
+// and the introspect actor (which answers snapshots by asking the
+// registry), and the owner actors an embedding host without actors of its
+// own gets from Attach. Each worker's exit report (why its kernel ended)
+// is handed to the registry, so that session telemetry names the reason. A registry crash takes every kernel down with it: the
 // subtree restarts both children, and restarting the workers supervisor
 // stops every worker, which stops its interpreter.
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/executecode/executecode/approval"
+	"github.com/executecode/executecode/introspect"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/registry"
 )
@@ -35,14 +36,32 @@ type Tree struct {
 	// Approvals is the approval broker. It is a child of the root of its
 	// own, restarted on its own: its failures never touch a kernel.
 	Approvals *approval.Broker
-	subtree   *actor.PID
+	// Introspect answers introspect.Request with the aggregate snapshot.
+	// Like the broker it is a root child restarted on its own.
+	Introspect *actor.PID
+	subtree    *actor.PID
+}
+
+// Option configures Start.
+type Option func(*options)
+
+type options struct{ introspect introspect.Config }
+
+// WithIntrospection configures the introspect actor; its Registry is
+// always the tree's own.
+func WithIntrospection(cfg introspect.Config) Option {
+	return func(o *options) { o.introspect = cfg }
 }
 
 // Start builds the tree. cfg is the registry's configuration; its Starter
 // is replaced by one that boots kernels under the workers supervisor with
 // base as the template of every worker's options. acfg configures the
 // approval broker.
-func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config) (*Tree, error) {
+func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config, opts ...Option) (*Tree, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	// The library's own log lines would land on the host's stdout, which
 	// `serve` speaks its protocol on: they are discarded.
 	// Its dead-letter throttle keeps a goroutine for one interval after
@@ -64,6 +83,11 @@ func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config)
 		sys.Shutdown()
 		return nil, fmt.Errorf("start supervision tree: %w", ErrTreeStopped)
 	}
+	// The registry restarts in place, so its PID stays valid for the
+	// introspect actor across a subtree restart.
+	icfg := o.introspect
+	icfg.Registry = t.Registry
+	t.Introspect = sys.Root.Spawn(introspect.Props(icfg))
 	return t, nil
 }
 
@@ -110,17 +134,26 @@ func (s *subtree) Receive(ctx actor.Context) {
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, stopDecider))))
 	cfg := s.cfg
 	base := s.base
+	exits := newExitBook()
+	cfg.ExitOf = exits.take
 	cfg.Starter = func(rctx actor.Context, key registry.Key, generation uint64, wo registry.WorkerOptions) (kernelworker.Handle, error) {
 		opts := base
 		opts.Key, opts.Generation = key, generation
 		opts.Cwd, opts.Interpreter = key.Cwd, wo.InterpreterConfigured
 		opts.HelperSource = wo.HelperSource
 		opts.MaxQueuedCells, opts.MaxOutputBytes, opts.Limits = wo.MaxQueuedCells, wo.MaxOutputBytes, wo.Limits
+		report := &exitReport{}
+		opts.OnExit = report.chain(base.OnExit)
 		res, err := rctx.RequestFuture(workers, &spawnWorker{opts: opts}, spawnTimeout).Result()
 		if err != nil {
 			return kernelworker.Handle{}, fmt.Errorf("%w: workers supervisor: %w", kernelworker.ErrStartupFailed, err)
 		}
 		sp := res.(*spawnedWorker)
+		if sp.err == nil && sp.handle.PID != nil {
+			// Booked while the registry is still inside this start, so
+			// before it can handle the worker's Terminated.
+			exits.book(sp.handle.PID, report)
+		}
 		return sp.handle, sp.err
 	}
 	s.tree.Workers = workers

@@ -71,6 +71,13 @@ type Config struct {
 	// each spend and each disposition it records. A panic in it is
 	// swallowed.
 	OnClaim func(id int64, kind ClaimKind, tool string)
+	// OnAuthFailure is told of each request refused because it failed
+	// authentication (the session's bridge.deny event, bridge.md §8). A
+	// panic in it is swallowed.
+	OnAuthFailure func()
+	// OnRoundTrip is told of each dispatched helper call once its answer
+	// is published. A panic in it is swallowed.
+	OnRoundTrip func(RoundTrip)
 
 	// Bells nil turns wake-ups off: Serve (and a Server) polls every
 	// PollInterval.

@@ -234,6 +234,7 @@ func (s *sweeper) settle(c claim, o outcome) {
 	if s.publish(c.id, ok, text) {
 		_ = s.remove(MarkerName(c.id))
 		s.cfg.Bells.Ring()
+		reportRoundTrip(&s.cfg, c, ok, o.blocked)
 	} else {
 		s.unanswered++ // its marker stays for recovery
 	}

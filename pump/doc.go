@@ -20,8 +20,10 @@
 // settled conservatively (the stats from before it, the accounting-loss
 // flag, recovery from markers and ledger); a sweep that ignores its
 // cancellation is abandoned and its late result refused by generation.
-// The server's callbacks (OnNotify, OnClaim, tools, policy) must not call
-// back into the same server.
+// The server's callbacks (OnNotify, OnClaim, OnAuthFailure, OnRoundTrip,
+// tools, policy) must not call back into the same server. The two
+// observers feed telemetry and metrics: a failed authentication, and a
+// helper call's tool, duration and outcome, never its arguments or content.
 //
 // Wake-ups (design.md departure 1): the shim rings a doorbell pipe after
 // publishing a frame and the pump rings back after each response, so a

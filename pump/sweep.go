@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/executecode/executecode/approval"
 )
@@ -21,6 +22,8 @@ type claim struct {
 	approvalID string
 	// gated says the call needs approval before it runs (§7.1).
 	gated bool
+	// claimed is when the marker was published: a round trip's start.
+	claimed time.Time
 }
 
 // Sweep runs one sweep over cfg.Dir (bridge.md §5.3): recover orphaned
@@ -90,6 +93,7 @@ func (s *sweeper) claim(e entry) (claim, bool) {
 		s.answer(id, MsgAuthFailed)
 		_ = s.remove(e.name)
 		s.stats.Denied++
+		observe(s.cfg.OnAuthFailure)
 		return claim{}, false
 	}
 	return s.claimAuthenticated(e, req, err)
@@ -179,5 +183,5 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 		stats.Errors++
 		return claim{}, false
 	}
-	return claim{id: id, tool: req.Tool, params: req.Params, approvalID: approval.NewID(), gated: gated}, true
+	return claim{id: id, tool: req.Tool, params: req.Params, approvalID: approval.NewID(), gated: gated, claimed: time.Now()}, true
 }

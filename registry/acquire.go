@@ -117,7 +117,9 @@ func (r *registry) admit(ctx actor.Context, maxLive int) error {
 			r.stopEntry(ctx, e, telemetry.StopShutdown, workerShutdown)
 			return nil
 		case st.quiescent():
+			idleFor := r.cfg.Now().Sub(e.lastUse)
 			r.stopEntry(ctx, e, telemetry.StopCapacityEviction, workerEvicted)
+			r.emit(telemetry.SessionEvict{Idle: idleFor, LiveKernels: len(r.entries), Capacity: maxLive})
 			return nil
 		}
 		e = next

@@ -59,6 +59,12 @@ type Config struct {
 	// StatusTimeout bounds one status query to a worker; a worker that
 	// does not answer in time is unreachable.
 	StatusTimeout time.Duration
+	// ExitOf, if set, tells why a worker ended (its kernelworker OnExit
+	// report) and forgets it; known is false when the worker never said.
+	// It is asked once per Terminated of a worker, so that a kernel that
+	// died on its own is reported with its crash reason (kernel.md §3.9),
+	// and one that stopped itself as asked as a session.stop.
+	ExitOf func(worker *actor.PID) (exit kernelworker.Exit, known bool)
 }
 
 func (c Config) withDefaults() Config {

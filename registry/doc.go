@@ -39,8 +39,11 @@
 // every kernel at reap ticks and snapshots (those in parallel). A worker
 // that stops while being asked resolves the question at once, since the
 // query also watches it. A worker that terminates on its own is reported
-// as session.crash with reason unknown: protoactor's Terminated carries
-// no exit reason.
+// by the exit report Config.ExitOf returns for it (protoactor's Terminated
+// carries no exit reason): a crash reason as session.crash, a self-stop
+// after a cancellation as session.stop shutdown, and no report as
+// session.crash unknown. An eviction is reported at admission's decision
+// (session.evict), its session.stop when the worker is gone.
 //
 // The package calls kernelworker only through the Starter it is given and
 // through worker messages (StatusRequest, Stop); it never starts python

@@ -90,10 +90,15 @@ type Snapshot struct {
 	Available     int
 	Phases        map[string]int
 	InflightCells int
-	Owners        int
-	ForkedOwners  int
-	IdleTimeout   time.Duration
-	ReapInterval  time.Duration
+	// QueuedCells is the number of cells waiting behind an active cell,
+	// over every kernel with a valid status; DeepestQueue the longest
+	// such queue.
+	QueuedCells  int
+	DeepestQueue int
+	Owners       int
+	ForkedOwners int
+	IdleTimeout  time.Duration
+	ReapInterval time.Duration
 }
 
 // Messages the actor sends itself from timers and AfterFuncs.

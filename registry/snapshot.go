@@ -12,8 +12,13 @@ func (r *registry) snapshot(ctx actor.Context) *Snapshot {
 	for _, e := range r.entries {
 		es = append(es, e)
 	}
+	queued, deepest := 0, 0
 	for _, st := range r.statuses(ctx, es) {
 		phases[st.phase]++
+		if st.phase != phaseUnreachable {
+			queued += st.queueDepth
+			deepest = max(deepest, st.queueDepth)
+		}
 	}
 	s := &Snapshot{
 		Live:          len(r.entries),
@@ -21,6 +26,8 @@ func (r *registry) snapshot(ctx actor.Context) *Snapshot {
 		Available:     max(r.effMax-len(r.entries), 0),
 		Phases:        phases,
 		InflightCells: len(r.leases),
+		QueuedCells:   queued,
+		DeepestQueue:  deepest,
 		IdleTimeout:   r.effIdle,
 		ReapInterval:  r.cfg.ReapInterval,
 	}

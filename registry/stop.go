@@ -125,6 +125,13 @@ func (r *registry) onTerminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	k := pidKey(who)
+	_, isWorker := r.workers[k]
+	_, isStopping := r.stopping[k]
+	var exit kernelworker.Exit
+	exitKnown := false
+	if (isWorker || isStopping) && r.cfg.ExitOf != nil {
+		exit, exitKnown = r.cfg.ExitOf(who)
+	}
 	if q, ok := r.stopping[k]; ok {
 		delete(r.stopping, k)
 		q.timer.Stop()
@@ -140,16 +147,25 @@ func (r *registry) onTerminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	if e, ok := r.workers[k]; ok {
-		// Died on its own: crash, self-stop after a cancellation, protocol
-		// fault. Terminated carries no exit reason, so the crash reason is
-		// unknown; live_kernels is the exact count (ruling 13).
+		// Ended on its own: a crash, a protocol fault, or a self-stop
+		// after a cancellation discarded the kernel. The worker's exit
+		// report says which (kernel.md §3.9); without one the reason is
+		// unknown. live_kernels is the exact count (ruling 13).
 		for _, l := range r.unlink(ctx, e) {
 			l.end(errLeaseEnded)
 		}
-		r.emit(telemetry.SessionCrash{
-			Duration: r.cfg.Now().Sub(e.startedAt), LiveKernels: len(r.entries),
-			Capacity: e.capacity, Reason: telemetry.CrashUnknown,
-		})
+		lifetime := r.cfg.Now().Sub(e.startedAt)
+		if exitKnown && exit.Crash == "" {
+			r.emit(telemetry.SessionStop{Duration: lifetime, LiveKernels: len(r.entries),
+				Capacity: e.capacity, Reason: telemetry.StopShutdown})
+			return
+		}
+		reason := telemetry.CrashUnknown
+		if exitKnown {
+			reason = exit.Crash
+		}
+		r.emit(telemetry.SessionCrash{Duration: lifetime, LiveKernels: len(r.entries),
+			Capacity: e.capacity, Reason: reason})
 		return
 	}
 	if o, ok := r.owners[k]; ok {

@@ -19,6 +19,14 @@ const (
 	ApprovalToolOther    ApprovalTool = "other"
 )
 
+// ApprovalTools lists every tool an approval event can name.
+var ApprovalTools = []ApprovalTool{ApprovalToolRead, ApprovalToolGrep, ApprovalToolFind, ApprovalToolLs,
+	ApprovalToolWebfetch, ApprovalToolOther}
+
+// String is the tool as events carry it: a name outside the helper
+// allowlist reads as "other".
+func (t ApprovalTool) String() string { return t.valid() }
+
 // ApprovalToolFor maps a tool name to its bounded form: an allowlist name
 // stays itself, anything else becomes "other".
 func ApprovalToolFor(name string) ApprovalTool {
@@ -49,6 +57,14 @@ const (
 	ApprovalFailed  ApprovalDecision = "failed"
 	ApprovalUnknown ApprovalDecision = "unknown"
 )
+
+// ApprovalDecisions lists every decision an approval event can carry.
+var ApprovalDecisions = []ApprovalDecision{ApprovalApproveOnce, ApprovalApproveSession, ApprovalApproveAgent,
+	ApprovalApproveGlobal, ApprovalDeny, ApprovalCancelled, ApprovalTimeout, ApprovalFailed, ApprovalUnknown}
+
+// String is the decision as events carry it: a value outside the list
+// reads as "unknown".
+func (d ApprovalDecision) String() string { return d.valid() }
 
 func (d ApprovalDecision) valid() string {
 	switch d {

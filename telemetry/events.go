@@ -16,7 +16,8 @@ type Event interface {
 }
 
 // ExecuteCodeStop is emitted once by every per-call run (fallback runs
-// included), when it has ended and its result is known.
+// included), when it has ended and its result is known. Session cells do
+// not emit it.
 type ExecuteCodeStop struct {
 	Duration  time.Duration
 	RPCCalls  int
@@ -28,10 +29,10 @@ type ExecuteCodeStop struct {
 func (ExecuteCodeStop) Name() string { return "coding_agent.execute_code.stop" }
 
 func (s ExecuteCodeStop) MarshalZerologObject(e *zerolog.Event) {
-	e.Int64("duration_us", s.Duration.Microseconds()).
+	e.Int64("duration_us", nonNegative(s.Duration.Microseconds())).
 		Int("count", 1).
-		Int("rpc_calls", s.RPCCalls).
-		Int("rpc_denied", s.RPCDenied)
+		Int64("rpc_calls", nonNegative(s.RPCCalls)).
+		Int64("rpc_denied", nonNegative(s.RPCDenied))
 	if s.ExitCode != nil {
 		e.Int("exit_code", *s.ExitCode)
 	} else {

@@ -25,6 +25,14 @@ const (
 	OutcomeUnknown       CellOutcome = "unknown"
 )
 
+// CellOutcomes lists every outcome an event can carry.
+var CellOutcomes = []CellOutcome{OutcomeOK, OutcomeException, OutcomeTimeout, OutcomePortExit,
+	OutcomeProtocolFault, OutcomeInterrupted, OutcomeUnknown}
+
+// String is the outcome as events carry it: a value outside the list
+// reads as "unknown".
+func (o CellOutcome) String() string { return o.valid() }
+
 func (o CellOutcome) valid() string {
 	switch o {
 	case OutcomeOK, OutcomeException, OutcomeTimeout, OutcomePortExit, OutcomeProtocolFault,
@@ -44,6 +52,13 @@ const (
 	CauseUnknown    CancelCause = "unknown"
 )
 
+// CancelCauses lists every cause an event can carry.
+var CancelCauses = []CancelCause{CauseTimeout, CauseCallerExit, CauseShutdown, CauseUnknown}
+
+// String is the cause as events carry it: a value outside the list reads
+// as "unknown".
+func (c CancelCause) String() string { return c.valid() }
+
 func (c CancelCause) valid() string {
 	switch c {
 	case CauseTimeout, CauseCallerExit, CauseShutdown, CauseUnknown:
@@ -58,11 +73,16 @@ type CellStart struct {
 	QueueCapacity int // the worker's max_queued_cells
 }
 
-func (CellStart) Name() string { return "coding_agent.python_repl.cell.start" }
+func (CellStart) Name() string      { return "coding_agent.python_repl.cell.start" }
+func (CellStart) lifecycle() string { return "cell_started" }
 
-func (s CellStart) MarshalZerologObject(e *zerolog.Event) {
-	e.Int("count", 1).Int("queue_depth", max(s.QueueDepth, 0)).Int("queue_capacity", max(s.QueueCapacity, 0))
+func (s CellStart) fields(w fieldWriter) {
+	w.measure("count", 1)
+	w.measure("queue_depth", nonNegative(s.QueueDepth))
+	w.measure("queue_capacity", nonNegative(s.QueueCapacity))
 }
+
+func (s CellStart) MarshalZerologObject(e *zerolog.Event) { s.fields(logFields{e}) }
 
 // CellStop: a cell's caller got its result (or was gone).
 type CellStop struct {
@@ -73,12 +93,17 @@ type CellStop struct {
 	DroppedLateOutput int
 }
 
-func (CellStop) Name() string { return "coding_agent.python_repl.cell.stop" }
+func (CellStop) Name() string      { return "coding_agent.python_repl.cell.stop" }
+func (CellStop) lifecycle() string { return "cell_stopped" }
 
-func (s CellStop) MarshalZerologObject(e *zerolog.Event) {
-	e.Int("count", 1).Int64("duration_ms", max(s.Duration.Milliseconds(), 0)).Str("outcome", s.Outcome.valid()).
-		Int("dropped_late_output_bytes", max(s.DroppedLateOutput, 0))
+func (s CellStop) fields(w fieldWriter) {
+	w.measure("count", 1)
+	w.measure("duration_ms", nonNegative(s.Duration.Milliseconds()))
+	w.label("outcome", s.Outcome.valid())
+	w.measure("dropped_late_output_bytes", nonNegative(s.DroppedLateOutput))
 }
+
+func (s CellStop) MarshalZerologObject(e *zerolog.Event) { s.fields(logFields{e}) }
 
 // CellCancel: a running cell's kernel is being discarded.
 type CellCancel struct {
@@ -86,8 +111,13 @@ type CellCancel struct {
 	Cause    CancelCause
 }
 
-func (CellCancel) Name() string { return "coding_agent.python_repl.cell.cancel" }
+func (CellCancel) Name() string      { return "coding_agent.python_repl.cell.cancel" }
+func (CellCancel) lifecycle() string { return "cell_cancelled" }
 
-func (c CellCancel) MarshalZerologObject(e *zerolog.Event) {
-	e.Int("count", 1).Int64("duration_ms", max(c.Duration.Milliseconds(), 0)).Str("cause", c.Cause.valid())
+func (c CellCancel) fields(w fieldWriter) {
+	w.measure("count", 1)
+	w.measure("duration_ms", nonNegative(c.Duration.Milliseconds()))
+	w.label("cause", c.Cause.valid())
 }
+
+func (c CellCancel) MarshalZerologObject(e *zerolog.Event) { c.fields(logFields{e}) }

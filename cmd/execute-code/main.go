@@ -21,6 +21,7 @@ const usage = `usage:
                    [--timeout-ms N] [--tools read,grep,...] [--approve ask|allow|deny]
                    [--json] [FILE|-]
   execute-code serve [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
+                     [--metrics-addr 127.0.0.1:PORT]
   execute-code snapshot [--config FILE]       (a fresh runtime's aggregate; with serve running use op "snapshot")
   execute-code config [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
 `

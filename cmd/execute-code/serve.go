@@ -8,8 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
 	"sync"
+	"syscall"
+	"time"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	executecode "github.com/executecode/executecode"
 	"github.com/executecode/executecode/approval"
@@ -89,10 +98,13 @@ func (ss *servedSession) loop() {
 	}
 }
 
-// lineWriter writes whole JSON lines from many goroutines.
+// lineWriter writes whole JSON lines from many goroutines. The first
+// failed write (the client went away) calls broken once.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu     sync.Mutex
+	w      io.Writer
+	broken func()
+	failed bool
 }
 
 func (l *lineWriter) send(v any) {
@@ -105,7 +117,15 @@ func (l *lineWriter) send(v any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, _ = l.w.Write(buf.Bytes())
+	if l.failed {
+		return
+	}
+	if _, err := l.w.Write(buf.Bytes()); err != nil {
+		l.failed = true
+		if l.broken != nil {
+			l.broken()
+		}
+	}
 }
 
 // request is one decoded line. Fields are raw so that a wrong type can be
@@ -348,12 +368,17 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var c common
 	fs := newFlagSet("serve")
 	c.register(fs)
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics; ADDR is a loopback host:port (port 0 picks one)")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "execute-code: %v\n", flagError(err))
 		return exitUsage
 	}
 	if err := c.validate(); err != nil {
 		fmt.Fprintf(stderr, "execute-code: %v\n", err)
+		return exitUsage
+	}
+	if err := checkLoopback(*metricsAddr); err != nil {
+		fmt.Fprintf(stderr, "execute-code: --metrics-addr: %v\n", err)
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
@@ -365,16 +390,94 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		c.mode = string(config.Session)
 	}
 	log := warnLogger(stderr)
-	out := &lineWriter{w: stdout}
+	// A client that goes away must not kill serve with SIGPIPE (leaving
+	// kernels and staging behind): the write fails instead, and serve
+	// cancels its cells and shuts down cleanly. Handled, not ignored, so
+	// the interpreters still start with the default disposition.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := &lineWriter{w: stdout, broken: cancel}
 	rt, err := newRuntime(c, log, executecode.WithApprover(serveApprover(out)))
 	if err != nil {
 		fmt.Fprintf(stderr, "execute-code: %v\n", err)
 		return exitUsage
+	}
+	var metrics *metricsServer
+	if *metricsAddr != "" {
+		metrics, err = startMetrics(*metricsAddr, rt)
+		if err != nil {
+			fmt.Fprintf(stderr, "execute-code: --metrics-addr: %v\n", err)
+			_ = rt.Close(context.Background())
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "execute-code serve: metrics at http://%s/metrics\n", metrics.addr)
 	}
 	s := &server{rt: rt, out: out, sessions: map[string]*servedSession{}}
 	s.serve(ctx, stdin)
 	if err := rt.Close(context.Background()); err != nil {
 		log.Warn().Err(err).Msg("execute-code serve: shutdown")
 	}
+	metrics.stop()
 	return exitOK
+}
+
+// metricsServer serves the runtime's Prometheus metrics over plain HTTP.
+type metricsServer struct {
+	addr string
+	srv  *http.Server
+	done chan struct{}
+}
+
+// checkLoopback accepts "" (no metrics) or a host:port whose host is a
+// loopback address or localhost: the endpoint has no authentication, so
+// exposing it beyond the machine is the embedder's decision, not a flag's.
+func checkLoopback(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address", host)
+	}
+	return nil
+}
+
+func startMetrics(addr string, rt *executecode.Runtime) (*metricsServer, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(rt.Metrics()); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	m := &metricsServer{addr: ln.Addr().String(), done: make(chan struct{}),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	go func() {
+		defer close(m.done)
+		_ = m.srv.Serve(ln)
+	}()
+	return m, nil
+}
+
+// stop closes the listener and waits for scrapes in progress (bounded).
+func (m *metricsServer) stop() {
+	if m == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = m.srv.Shutdown(ctx)
+	<-m.done
 }

@@ -1,0 +1,14 @@
+// Package introspect is what an operator can see of the runtime, and
+// nothing of what its scripts do: the aggregate Snapshot of the kernel
+// subsystem (kernel.md §3.11 with ruling 13), answered by an introspect
+// actor that asks the registry; the Journal, a bounded ring of redacted
+// python_repl_lifecycle_observed entries (kernel.md §10.2); and Metrics, a
+// Prometheus collector over the same events and snapshot.
+//
+// It reads telemetry events and registry snapshots only. It holds no
+// identity, key, path, PID, code, output or error text: entries are
+// telemetry summaries, snapshots are counts and settings, metric labels
+// come from the telemetry enums' fixed lists. It never touches kernel
+// state; its actor only asks the registry, and it restarts on its own, so
+// its failure never reaches a kernel.
+package introspect

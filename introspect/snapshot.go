@@ -1,0 +1,101 @@
+package introspect
+
+import (
+	"time"
+
+	"github.com/executecode/executecode/registry"
+)
+
+// Snapshot is the aggregate state of the kernel subsystem (kernel.md
+// §3.11, ruling 13): exact counts and the settings in effect, never
+// identities, keys, paths, PIDs or payload.
+type Snapshot struct {
+	Capacity Capacity `json:"capacity"`
+	// Phases counts live kernels by validated status, plus "unreachable"
+	// for invalid statuses and every kernel still stopping.
+	Phases map[string]int `json:"phases"`
+	// InflightCells counts calls holding a kernel: queued and active.
+	InflightCells int    `json:"inflight_cells"`
+	Queues        Queues `json:"queues"`
+	// Owners counts sessions holding at least one kernel; ForkedOwners
+	// those that reset a shared kernel onto one of their own.
+	Owners       int  `json:"owners"`
+	ForkedOwners int  `json:"forked_owners"`
+	Reap         Reap `json:"reap"`
+	// DroppedLateOutputBytes totals the output that threads of earlier
+	// cells wrote during later ones, dropped under ruling 7.
+	DroppedLateOutputBytes int64 `json:"dropped_late_output_bytes"`
+}
+
+// Capacity counts live kernels against the strict cap.
+type Capacity struct {
+	Live      int `json:"live"`
+	Max       int `json:"max"`
+	Available int `json:"available"`
+}
+
+// Queues are the cells waiting behind active cells.
+type Queues struct {
+	// Queued is the total over every kernel, Deepest the longest queue
+	// of one kernel, Capacity the per-kernel bound in effect.
+	Queued   int `json:"queued"`
+	Deepest  int `json:"deepest"`
+	Capacity int `json:"capacity"`
+}
+
+// Reap is the idle reaping in effect. A negative IdleTimeoutMS means
+// kernels are not reaped for idleness.
+type Reap struct {
+	IdleTimeoutMS int64 `json:"idle_timeout_ms"`
+	IntervalMS    int64 `json:"interval_ms"`
+}
+
+// Phases are the keys of Snapshot.Phases, always all present.
+var Phases = []string{"starting", "idle", "running", "cancelling", "stopping", "unreachable"}
+
+// Settings are the bounds a runtime runs its kernels with: what a
+// snapshot reports before the registry has seen any request.
+type Settings struct {
+	MaxLiveKernels int
+	IdleTimeout    time.Duration
+	ReapInterval   time.Duration
+	QueueCapacity  int
+}
+
+// Empty is the snapshot of a runtime that has no kernel subsystem yet:
+// the settings with zero counts.
+func Empty(s Settings) Snapshot {
+	return Snapshot{
+		Capacity: Capacity{Max: s.MaxLiveKernels, Available: max(s.MaxLiveKernels, 0)},
+		Phases:   zeroPhases(),
+		Queues:   Queues{Capacity: s.QueueCapacity},
+		Reap:     Reap{IdleTimeoutMS: s.IdleTimeout.Milliseconds(), IntervalMS: s.ReapInterval.Milliseconds()},
+	}
+}
+
+func zeroPhases() map[string]int {
+	m := make(map[string]int, len(Phases))
+	for _, p := range Phases {
+		m[p] = 0
+	}
+	return m
+}
+
+// fromRegistry builds a snapshot from the registry's aggregate.
+func fromRegistry(s *registry.Snapshot, queueCapacity int, droppedLate int64) Snapshot {
+	out := Snapshot{
+		Capacity:      Capacity{Live: s.Live, Max: s.Max, Available: s.Available},
+		Phases:        zeroPhases(),
+		InflightCells: s.InflightCells,
+		Queues:        Queues{Queued: s.QueuedCells, Deepest: s.DeepestQueue, Capacity: queueCapacity},
+		Owners:        s.Owners,
+		ForkedOwners:  s.ForkedOwners,
+		Reap:          Reap{IdleTimeoutMS: s.IdleTimeout.Milliseconds(), IntervalMS: s.ReapInterval.Milliseconds()},
+
+		DroppedLateOutputBytes: droppedLate,
+	}
+	for _, p := range Phases {
+		out.Phases[p] = s.Phases[p]
+	}
+	return out
+}

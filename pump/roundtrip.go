@@ -1,0 +1,49 @@
+package pump
+
+import "time"
+
+// RoundTrip is one answered helper call, for metrics: which helper, how
+// long from its claim to its published answer (an approval wait
+// included), and how it ended. It carries no argument, content or id.
+type RoundTrip struct {
+	Tool     string
+	Duration time.Duration
+	Outcome  RoundTripOutcome
+}
+
+// RoundTripOutcome is how an answered helper call ended.
+type RoundTripOutcome string
+
+const (
+	// RoundTripOK: the tool's content was accepted.
+	RoundTripOK RoundTripOutcome = "ok"
+	// RoundTripError: the tool failed, or its result broke the budget.
+	RoundTripError RoundTripOutcome = "error"
+	// RoundTripDenied: approval refused the call.
+	RoundTripDenied RoundTripOutcome = "denied"
+)
+
+func reportRoundTrip(cfg *Config, c claim, ok, blocked bool) {
+	if cfg.OnRoundTrip == nil {
+		return
+	}
+	rt := RoundTrip{Tool: c.tool, Duration: time.Since(c.claimed), Outcome: RoundTripError}
+	switch {
+	case ok:
+		rt.Outcome = RoundTripOK
+	case blocked:
+		rt.Outcome = RoundTripDenied
+	}
+	defer func() { _ = recover() }()
+	cfg.OnRoundTrip(rt)
+}
+
+// observe calls an optional observer, swallowing its panic: an observer
+// never changes what the bridge answers.
+func observe(f func()) {
+	if f == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	f()
+}
