@@ -139,10 +139,17 @@ func (r *registry) onTerminated(ctx actor.Context, who *actor.PID) {
 			l.end(errLeaseEnded)
 		}
 		e := q.entry
-		r.emit(telemetry.SessionStop{
-			Duration: r.cfg.Now().Sub(e.startedAt), LiveKernels: len(r.entries),
-			Capacity: e.capacity, Reason: q.reason,
-		})
+		if exitKnown && exit.Crash != "" && q.reason == telemetry.StopShutdown {
+			// Quarantined only because it no longer answered: the worker
+			// had crashed on its own, and its report says why (ruling 13).
+			r.emit(telemetry.SessionCrash{Duration: r.cfg.Now().Sub(e.startedAt), LiveKernels: len(r.entries),
+				Capacity: e.capacity, Reason: exit.Crash})
+		} else {
+			r.emit(telemetry.SessionStop{
+				Duration: r.cfg.Now().Sub(e.startedAt), LiveKernels: len(r.entries),
+				Capacity: e.capacity, Reason: q.reason,
+			})
+		}
 		q.answerWaiters(ctx, nil)
 		return
 	}
