@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -91,39 +90,7 @@ type host struct {
 
 func startHost(t *testing.T, tmp string, env []string, args ...string) *host {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"serve", "--root", t.TempDir()}, args...)...)
-	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp), env...)
-	in, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	p := &serveProc{t: t, cmd: cmd, in: in, lines: make(chan map[string]any, 1000)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) != nil {
-				m = map[string]any{"unparseable": sc.Text()}
-			}
-			p.lines <- m
-		}
-	}()
-	t.Cleanup(func() {
-		_ = p.in.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Error("serve did not exit after end of input")
-		}
-	})
-	return &host{serveProc: p, tmp: tmp}
+	return &host{serveProc: startServeIn(t, tmp, env, args...), tmp: tmp}
 }
 
 // next returns the next line, notifications included.

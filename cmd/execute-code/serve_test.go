@@ -24,14 +24,20 @@ type serveProc struct {
 
 func startServe(t *testing.T, args ...string) *serveProc {
 	t.Helper()
+	return startServeIn(t, t.TempDir(), nil, args...)
+}
+
+// startServeIn starts serve with its staging under tmp and extra env.
+func startServeIn(t *testing.T, tmp string, env []string, args ...string) *serveProc {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--root", t.TempDir()}, args...)...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp), env...)
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	p := &serveProc{t: t, cmd: cmd, in: in, lines: make(chan map[string]any, 100)}
+	p := &serveProc{t: t, cmd: cmd, in: in, lines: make(chan map[string]any, 1000)}
 	go func() {
 		defer close(p.lines)
 		sc := bufio.NewScanner(out)
