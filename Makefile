@@ -23,9 +23,13 @@ unit:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 12m ./...
 
+# The scenarios run with a TMPDIR of their own, removed afterwards: spill
+# files are kept for a day by design, but a test run must leave nothing.
 acceptance: build
-	$(PYTHON) $(SHARED)/acceptance/run.py $(BIN) $(SHARED)/acceptance -m per_call -v
-	$(PYTHON) $(SHARED)/acceptance/run.py $(BIN) $(SHARED)/acceptance -m session -v
+	@tmp=$$(mktemp -d) && rc=0; \
+	TMPDIR=$$tmp $(PYTHON) $(SHARED)/acceptance/run.py $(BIN) $(SHARED)/acceptance -m per_call -v || rc=1; \
+	TMPDIR=$$tmp $(PYTHON) $(SHARED)/acceptance/run.py $(BIN) $(SHARED)/acceptance -m session -v || rc=1; \
+	rm -rf $$tmp; exit $$rc
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 5 ./integration/
