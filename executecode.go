@@ -17,6 +17,7 @@ import (
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/introspect"
 	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"
 	"github.com/executecode/executecode/tools"
 )
@@ -104,7 +105,10 @@ type Runtime struct {
 	reapInterval time.Duration
 
 	privateNets bool
-	approver    approval.Approver
+	// helperSource is the unconfigured shim a new kernel stages; it
+	// depends only on the configuration, so it is rendered once.
+	helperSource string
+	approver     approval.Approver
 
 	spawner *kernelworker.Spawner
 
@@ -128,6 +132,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if r.approver == nil {
 		r.approver = denyAll
 	}
+	r.helperSource = shimpy.RenderModule(cfg.Tools, cfg.MaxTextBytes)
 	if r.rootDir == "" {
 		wd, err := os.Getwd()
 		if err != nil {

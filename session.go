@@ -212,7 +212,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		MaxLiveKernels: r.cfg.MaxLiveKernels, IdleTimeout: r.cfg.KernelIdleTimeout(),
 		Worker: registry.WorkerOptions{
 			InterpreterConfigured: python,
-			HelperSource:          shimpy.RenderModule(r.cfg.Tools, r.cfg.MaxTextBytes),
+			HelperSource:          r.helperSource,
 			MaxQueuedCells:        r.cfg.MaxQueuedCellsPerKernel,
 			MaxOutputBytes:        r.cfg.MaxOutputBytes,
 			Limits:                r.kernelLimits(),

@@ -9,18 +9,12 @@ func cmdConfig(args []string, stdout, stderr io.Writer) int {
 	var c common
 	fs := newFlagSet("config")
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "execute-code: %v\n", flagError(err))
-		return exitUsage
-	}
-	if err := c.validate(); err != nil {
-		fmt.Fprintf(stderr, "execute-code: %v\n", err)
-		return exitUsage
+	if err := c.parse(fs, args); err != nil {
+		return usageError(stderr, err)
 	}
 	cfg, err := c.load(warnLogger(stderr))
 	if err != nil {
-		fmt.Fprintf(stderr, "execute-code: %v\n", err)
-		return exitUsage
+		return usageError(stderr, err)
 	}
 	fmt.Fprint(stdout, cfg.TOML())
 	return exitOK

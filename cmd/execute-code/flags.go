@@ -25,6 +25,21 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tools, "tools", "", "comma-separated helper subset, e.g. read,grep")
 }
 
+// parse reads args into fs (on which c is registered) and validates the
+// common flags; the error is one line naming the bad flag.
+func (c *common) parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	return c.validate()
+}
+
+// usageError reports a usage error on stderr and gives the usage exit status.
+func usageError(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "execute-code: %v\n", err)
+	return exitUsage
+}
+
 // validate checks flag values a config key would silently forgive: on the
 // command line a typo is a usage error naming the flag.
 func (c *common) validate() error {

@@ -35,10 +35,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		return exitUsage
 	}
-	if err := fs.Parse(args); err != nil {
-		return fail(flagError(err))
-	}
-	if err := c.validate(); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return fail(err)
 	}
 	timeout := 0

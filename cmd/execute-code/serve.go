@@ -369,13 +369,8 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs := newFlagSet("serve")
 	c.register(fs)
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics; ADDR is a loopback host:port (port 0 picks one)")
-	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "execute-code: %v\n", flagError(err))
-		return exitUsage
-	}
-	if err := c.validate(); err != nil {
-		fmt.Fprintf(stderr, "execute-code: %v\n", err)
-		return exitUsage
+	if err := c.parse(fs, args); err != nil {
+		return usageError(stderr, err)
 	}
 	if err := checkLoopback(*metricsAddr); err != nil {
 		fmt.Fprintf(stderr, "execute-code: --metrics-addr: %v\n", err)
@@ -402,8 +397,7 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	out := &lineWriter{w: stdout, broken: cancel}
 	rt, err := newRuntime(c, log, executecode.WithApprover(serveApprover(out)))
 	if err != nil {
-		fmt.Fprintf(stderr, "execute-code: %v\n", err)
-		return exitUsage
+		return usageError(stderr, err)
 	}
 	var metrics *metricsServer
 	if *metricsAddr != "" {

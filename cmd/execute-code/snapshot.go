@@ -13,18 +13,12 @@ func cmdSnapshot(args []string, stdout, stderr io.Writer) int {
 	var c common
 	fs := newFlagSet("snapshot")
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "execute-code: %v\n", flagError(err))
-		return exitUsage
-	}
-	if err := c.validate(); err != nil {
-		fmt.Fprintf(stderr, "execute-code: %v\n", err)
-		return exitUsage
+	if err := c.parse(fs, args); err != nil {
+		return usageError(stderr, err)
 	}
 	rt, err := newRuntime(c, warnLogger(stderr))
 	if err != nil {
-		fmt.Fprintf(stderr, "execute-code: %v\n", err)
-		return exitUsage
+		return usageError(stderr, err)
 	}
 	defer rt.Close(context.Background())
 	snap, err := rt.Snapshot(context.Background())
