@@ -15,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,11 +23,6 @@ import (
 	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/config"
 )
-
-// maxLine bounds one request line; a longer line is answered with an error
-// and skipped, so a runaway client cannot make the server buffer without
-// limit.
-const maxLine = 16 << 20
 
 // server is one `execute-code serve` session: JSON lines in, JSON lines out.
 type server struct {
@@ -128,18 +122,10 @@ func (l *lineWriter) send(v any) {
 	}
 }
 
-// request is one decoded line. Fields are raw so that a wrong type can be
-// named precisely.
-type request struct {
-	ID  json.RawMessage `json:"id"`
-	Op  string          `json:"op"`
-	raw map[string]json.RawMessage
-}
-
 func (s *server) serve(ctx context.Context, in io.Reader) {
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
-		line, tooLong, err := readLine(r)
+		line, tooLong, err := readLine(r, maxLine)
 		if len(bytes.TrimSpace(line)) > 0 || tooLong {
 			s.handle(ctx, line, tooLong)
 		}
@@ -161,57 +147,30 @@ func (s *server) serve(ctx context.Context, in io.Reader) {
 	}
 }
 
-// readLine reads one line of at most maxLine bytes; a longer one is
-// consumed to its end and reported as too long.
-func readLine(r *bufio.Reader) (line []byte, tooLong bool, err error) {
-	var buf []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(buf)+len(chunk) > maxLine {
-			tooLong = true
-			buf = buf[:0]
-		} else if !tooLong {
-			buf = append(buf, chunk...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return buf, tooLong, err
-	}
-}
-
+// handle answers one line: decoding errors at once, each op by its own
+// method.
 func (s *server) handle(ctx context.Context, line []byte, tooLong bool) {
-	if tooLong {
-		s.out.send(errorAnswer(nil, fmt.Sprintf("request line longer than %d bytes", maxLine)))
+	req, err := decodeRequest(line, tooLong)
+	if err != nil {
+		s.out.send(errorAnswer(req.ID, err.Error()))
 		return
 	}
-	if !utf8.Valid(line) {
-		s.out.send(errorAnswer(nil, "request line is not valid UTF-8"))
+	args, err := decodeOp(req)
+	if err != nil {
+		s.out.send(errorAnswer(req.ID, err.Error()))
 		return
 	}
-	var req request
-	if err := json.Unmarshal(line, &req.raw); err != nil {
-		s.out.send(errorAnswer(nil, "request is not a JSON object: "+err.Error()))
-		return
-	}
-	req.ID = req.raw["id"]
-	if op, ok := req.raw["op"]; !ok || json.Unmarshal(op, &req.Op) != nil {
-		s.out.send(errorAnswer(req.ID, `field "op" must be a string`))
-		return
-	}
-	switch req.Op {
-	case "attach":
-		s.attach(req)
-	case "detach":
-		s.detach(req)
-	case "execute":
-		s.execute(ctx, req)
-	case "snapshot":
-		s.snapshot(req)
-	case "approve":
-		s.approve(req)
-	default:
-		s.out.send(errorAnswer(req.ID, fmt.Sprintf("unknown op %q", req.Op)))
+	switch a := args.(type) {
+	case attachArgs:
+		s.attach(req.ID, a)
+	case detachArgs:
+		s.detach(req.ID, a)
+	case executeArgs:
+		s.execute(ctx, req.ID, a)
+	case snapshotArgs:
+		s.snapshot(req.ID)
+	case approveArgs:
+		s.approve(req.ID, a)
 	}
 }
 
@@ -226,61 +185,35 @@ func idValue(id json.RawMessage) any {
 	return id
 }
 
-// field decodes an optional field into v; a present field of the wrong
-// type is an error naming it.
-func (req request) field(name string, v any, required bool) error {
-	raw, ok := req.raw[name]
-	if !ok || string(raw) == "null" {
-		if required {
-			return fmt.Errorf("%s: missing field %q", req.Op, name)
-		}
-		return nil
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("%s: field %q has the wrong type", req.Op, name)
-	}
-	return nil
-}
-
-func (s *server) attach(req request) {
-	var session, agent string
-	if err := errors.Join(req.field("session", &session, true), req.field("agent", &agent, true)); err != nil {
-		s.out.send(errorAnswer(req.ID, err.Error()))
-		return
-	}
+func (s *server) attach(id json.RawMessage, a attachArgs) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ss, ok := s.sessions[session]; ok {
-		if ss.agent != agent {
-			s.out.send(errorAnswer(req.ID, fmt.Sprintf("attach: session %q is attached with another agent", session)))
+	if ss, ok := s.sessions[a.Session]; ok {
+		if ss.agent != a.Agent {
+			s.out.send(errorAnswer(id, fmt.Sprintf("attach: session %q is attached with another agent", a.Session)))
 			return
 		}
-		s.out.send(map[string]any{"id": idValue(req.ID), "ok": true})
+		s.out.send(map[string]any{"id": idValue(id), "ok": true})
 		return
 	}
-	owner, err := s.rt.Attach(executecode.Scope{SessionID: session, AgentID: agent})
+	owner, err := s.rt.Attach(executecode.Scope{SessionID: a.Session, AgentID: a.Agent})
 	if err != nil {
-		s.out.send(errorAnswer(req.ID, "attach: "+err.Error()))
+		s.out.send(errorAnswer(id, "attach: "+err.Error()))
 		return
 	}
-	s.sessions[session] = newServedSession(agent, owner)
-	s.out.send(map[string]any{"id": idValue(req.ID), "ok": true})
+	s.sessions[a.Session] = newServedSession(a.Agent, owner)
+	s.out.send(map[string]any{"id": idValue(id), "ok": true})
 }
 
 // detach takes its place in the session's FIFO: cells sent before it run
 // first, then the owner goes away exactly as a dead owner would. A cell
 // sent after it names a session that is no longer attached.
-func (s *server) detach(req request) {
-	var session string
-	if err := req.field("session", &session, true); err != nil {
-		s.out.send(errorAnswer(req.ID, err.Error()))
-		return
-	}
+func (s *server) detach(id json.RawMessage, a detachArgs) {
 	s.mu.Lock()
-	ss, ok := s.sessions[session]
-	delete(s.sessions, session)
+	ss, ok := s.sessions[a.Session]
+	delete(s.sessions, a.Session)
 	s.mu.Unlock()
-	answer := func() { s.out.send(map[string]any{"id": idValue(req.ID), "ok": true}) }
+	answer := func() { s.out.send(map[string]any{"id": idValue(id), "ok": true}) }
 	if !ok {
 		answer()
 		return
@@ -297,32 +230,25 @@ func (s *server) detach(req request) {
 	ss.close()
 }
 
-func (s *server) execute(ctx context.Context, req request) {
-	var session, script string
-	var timeout int
-	var reset bool
-	err := errors.Join(req.field("session", &session, false), req.field("script", &script, true),
-		req.field("timeout_ms", &timeout, false), req.field("reset", &reset, false))
-	if err != nil {
-		s.out.send(errorAnswer(req.ID, err.Error()))
-		return
-	}
-	params := map[string]any{"script": script, "reset": reset}
-	if timeout != 0 {
-		params["timeout_ms"] = timeout
+// execute passes the request's id on as the cell's approval tag, so that
+// an approval prompt names the request that raised it.
+func (s *server) execute(ctx context.Context, id json.RawMessage, a executeArgs) {
+	params := map[string]any{"script": a.Script, "reset": a.Reset}
+	if a.TimeoutMS != 0 {
+		params["timeout_ms"] = a.TimeoutMS
 	}
 	s.mu.Lock()
-	ss := s.sessions[session]
+	ss := s.sessions[a.Session]
 	s.mu.Unlock()
 	run := func(owner *executecode.Owner) {
 		defer s.inflight.Done()
-		notify := func(msg string) { s.out.send(map[string]any{"id": idValue(req.ID), "notify": msg}) }
-		res, err := s.rt.ExecuteParamsTagged(ctx, params, notify, owner, req.ID)
+		notify := func(msg string) { s.out.send(map[string]any{"id": idValue(id), "notify": msg}) }
+		res, err := s.rt.ExecuteParamsTagged(ctx, params, notify, owner, id)
 		if err != nil {
-			s.out.send(errorAnswer(req.ID, err.Error()))
+			s.out.send(errorAnswer(id, err.Error()))
 			return
 		}
-		s.out.send(map[string]any{"id": idValue(req.ID), "result": res})
+		s.out.send(map[string]any{"id": idValue(id), "result": res})
 	}
 	s.inflight.Add(1)
 	if ss == nil || !ss.submit(func() { run(ss.owner) }) {
@@ -331,37 +257,26 @@ func (s *server) execute(ctx context.Context, req request) {
 	}
 }
 
-func (s *server) snapshot(req request) {
+func (s *server) snapshot(id json.RawMessage) {
 	snap, err := s.rt.Snapshot(context.Background())
 	if err != nil {
-		s.out.send(errorAnswer(req.ID, "snapshot: "+err.Error()))
+		s.out.send(errorAnswer(id, "snapshot: "+err.Error()))
 		return
 	}
-	s.out.send(map[string]any{"id": idValue(req.ID), "snapshot": snap})
+	s.out.send(map[string]any{"id": idValue(id), "snapshot": snap})
 }
 
-// approve answers a pending approval prompt: allow (= approve_once),
-// approve_session, approve_agent, approve_global or deny.
-func (s *server) approve(req request) {
-	var id, decision string
-	if err := errors.Join(req.field("approval_id", &id, true), req.field("decision", &decision, true)); err != nil {
-		s.out.send(errorAnswer(req.ID, err.Error()))
-		return
-	}
-	d, err := approval.ParseDecision(decision)
-	if err != nil {
-		s.out.send(errorAnswer(req.ID, fmt.Sprintf("approve: field \"decision\": %v", err)))
-		return
-	}
-	if err := s.rt.ResolveApproval(id, d); err != nil {
+// approve answers a pending approval prompt.
+func (s *server) approve(id json.RawMessage, a approveArgs) {
+	if err := s.rt.ResolveApproval(a.ApprovalID, a.Decision); err != nil {
 		if errors.Is(err, approval.ErrNotPending) {
-			s.out.send(errorAnswer(req.ID, fmt.Sprintf("approve: approval %q is not_pending", id)))
+			s.out.send(errorAnswer(id, fmt.Sprintf("approve: approval %q is not_pending", a.ApprovalID)))
 			return
 		}
-		s.out.send(errorAnswer(req.ID, "approve: "+err.Error()))
+		s.out.send(errorAnswer(id, "approve: "+err.Error()))
 		return
 	}
-	s.out.send(map[string]any{"id": idValue(req.ID), "ok": true})
+	s.out.send(map[string]any{"id": idValue(id), "ok": true})
 }
 
 func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
