@@ -542,3 +542,37 @@ func sigintIgnored(t *testing.T, pid string) bool {
 	t.Fatal("no SigIgn line")
 	return false
 }
+
+// regrouped is a script fragment starting a sleeper that leaves python's
+// process group for one of its own (it stays in python's session) and
+// writing its pid to name.
+func regrouped(name string) string {
+	return fmt.Sprintf(`import subprocess, sys
+_p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], process_group=0)
+with open(%[1]q + ".tmp", "w") as _f:
+    _f.write("%%d\n" %% _p.pid)
+os.replace(%[1]q + ".tmp", %[1]q)
+`, name)
+}
+
+// A child that moved to a process group of its own is out of reach of the
+// group kill at a run's end, but not of the runtime: it is still in
+// python's session, and the host's guard sweeps that session once the
+// run's interpreter or the kernel is gone.
+func TestChildInAGroupOfItsOwnDoesNotOutliveItsRun(t *testing.T) {
+	t.Run("per call", func(t *testing.T) {
+		e := newEnv(t, nil)
+		res := e.run(writePID("py.pid") + regrouped("child.pid") + "text('left')\n")
+		require.Equal(t, []string{"left"}, res.Blocks, "%+v", res)
+		child := pidFile(t, filepath.Join(e.root, "child.pid"))
+		assert.Empty(t, waitGone([]int{child}, 3*time.Second), "the regrouped child must not outlive the run")
+	})
+	t.Run("session kernel discarded by a timeout", func(t *testing.T) {
+		e := sessionEnv(t, nil)
+		o := e.attach("s1")
+		res := e.cell(o, writePID("py.pid")+regrouped("child.pid")+"import time\ntext('spawned')\ntime.sleep(60)\n", 1000)
+		assert.Equal(t, "timeout", res.Details.KilledBy)
+		child := pidFile(t, filepath.Join(e.root, "child.pid"))
+		assert.Empty(t, waitGone([]int{child}, 3*time.Second), "the regrouped child must not outlive its kernel")
+	})
+}

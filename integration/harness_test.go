@@ -118,6 +118,23 @@ func (e *env) assertNoProcesses() {
 	}
 }
 
+// scriptProcesses is markedProcesses without the runtime's own guard
+// process, which lives as long as the runtime: while a runtime is open,
+// these are what its scripts and kernels left.
+func scriptProcesses(mark string) []int {
+	var pids []int
+	for _, pid := range markedProcesses(mark) {
+		argv, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if !bytes.HasPrefix(argv, []byte(guardArgv0+"\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// guardArgv0 is the guard's argv[0] (kernelworker's guard.go).
+const guardArgv0 = "execute-code-guard"
+
 func markedProcesses(mark string) []int {
 	entries, _ := os.ReadDir("/proc")
 	needle := []byte(markEnv + "=" + mark)

@@ -337,7 +337,7 @@ func TestSoakKernelLifecyclesWithInjectedFaults(t *testing.T) {
 	snap := waitSnapshot(t, s.e, func(sn executecode.Snapshot) bool {
 		return sn.Capacity.Live == 0 && sn.Phases["unreachable"] == 0 && sn.InflightCells == 0 && sn.Owners == 0
 	})
-	assert.Empty(t, waitGone(markedProcesses(s.e.mark), 5*time.Second), "no process left")
+	assert.Empty(t, waitGone(scriptProcesses(s.e.mark), 5*time.Second), "no process left but the runtime's guard")
 	files := stagingFiles(t, s.e.stagingRoot())
 	assert.Empty(t, files, "no file left in the staging root")
 	end = settledMemory()
@@ -352,7 +352,7 @@ func TestSoakKernelLifecyclesWithInjectedFaults(t *testing.T) {
 	t.Logf("soak: cycles %s", sortedCounts(s.outcomes))
 	s.mu.Unlock()
 	t.Logf("soak: left over: %d processes, %d staging files, snapshot live %d owners %d",
-		len(markedProcesses(s.e.mark)), len(files), snap.Capacity.Live, snap.Owners)
+		len(scriptProcesses(s.e.mark)), len(files), snap.Capacity.Live, snap.Owners)
 	t.Logf("soak: host RSS %d KiB after %d warm-up cycles, %d KiB at the end (%+.1f %%); live heap %d KiB -> %d KiB; %d goroutines",
 		baseline.rss, warmup, end.rss, growth, baseline.heap, end.heap, runtime.NumGoroutine())
 	if raceDetector {

@@ -9,7 +9,12 @@
 // init), which marks every descriptor beyond python's own close-on-exec
 // (whatever the host inherited without it), resets SIGINT to default,
 // sets the rlimits of Limits with raw syscalls (RLIMIT_AS last, nothing
-// allocated after the first one) and execs python. ResolvePython picks the interpreter (bridge.md §1.3 step 6).
+// allocated after the first one) and execs python. ResolvePython picks the
+// interpreter (bridge.md §1.3 step 6). The parent-death signal does not
+// reach python's children (it is cleared on fork), so each Spawner also
+// keeps a guard: the same binary re-executed in its own session, told
+// every child's session id over a pipe, which kills every process left in
+// those sessions when the pipe reports the host gone, then exits.
 //
 // Stopping: Kill, Signal and Interrupt signal the whole process group;
 // when python itself exits, whatever it left in its group is killed before

@@ -56,6 +56,9 @@ func init() {
 	if os.Getenv(launcherEnv) == "1" {
 		launch()
 	}
+	if os.Getenv(guardEnv) == "1" {
+		guardMain()
+	}
 }
 
 // launcherMsg is allocated before any rlimit is set: after RLIMIT_AS the

@@ -47,25 +47,38 @@ func TestMain(m *testing.M) {
 		"github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
 }
 
-// helperHost starts a python that sleeps, prints "pid N" once python runs,
-// and waits to be killed.
+// helperScript starts two grandchildren that sleep, one in python's group
+// and one that moved to a group of its own (still in python's session),
+// then reports every pid and sleeps.
+const helperScript = `import os, subprocess, sys, time
+sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+a = subprocess.Popen(sleeper)
+b = subprocess.Popen(sleeper, process_group=0)
+print("ready", os.getpid(), a.pid, b.pid, flush=True)
+time.sleep(600)
+`
+
+// helperHost starts python through a Spawner, prints "pids <python>
+// <grandchild> <grandchild> <guard>" once python runs, and waits to be
+// killed.
 func helperHost() int {
 	sp := NewSpawner()
 	ready := newSyncBuffer()
-	p, err := sp.Start(context.Background(), Command{
+	_, err := sp.Start(context.Background(), Command{
 		Path:   os.Getenv(helperPythonEnv),
-		Args:   []string{"-c", "import time; print('ready', flush=True); time.sleep(600)"},
+		Args:   []string{"-c", helperScript},
 		Output: ready,
 	})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
-	if !ready.waitFor("ready", hangGuard) {
+	if !ready.waitFor("\n", hangGuard) {
 		fmt.Println("error python never became ready")
 		return 1
 	}
-	fmt.Printf("pid %d\n", p.Pid())
+	pids, _ := strings.CutPrefix(strings.TrimSpace(ready.String()), "ready ")
+	fmt.Printf("pids %s %d\n", pids, sp.guard.proc.Pid)
 	time.Sleep(10 * time.Minute) // the test kills us long before
 	return 0
 }

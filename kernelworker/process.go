@@ -33,6 +33,7 @@ type ExitStatus struct {
 // pid). It leads its own session and process group, whose id is its pid.
 type Process struct {
 	pid        int
+	unguard    func(pid int) // the guard forgets the session: see wait
 	out        *os.File
 	errOut     *os.File // nil unless Command.Stderr asked for a pipe of its own
 	done       chan struct{}
@@ -45,8 +46,9 @@ type Process struct {
 	exit          ExitStatus
 }
 
-func newProcess(out, errOut *os.File) *Process {
+func newProcess(out, errOut *os.File, unguard func(pid int)) *Process {
 	p := &Process{
+		unguard:    unguard,
 		out:        out,
 		errOut:     errOut,
 		done:       make(chan struct{}),
@@ -149,6 +151,8 @@ func (p *Process) wait(pidc <-chan int) {
 	// gone), the id stays taken while any member lives, so this is still
 	// safe.
 	_ = unix.Kill(-pid, unix.SIGKILL)
+	// Before the reap, while the zombie still pins the id.
+	p.unguard(pid)
 	st := ExitStatus{Code: -1}
 	if err == nil {
 		var ws unix.WaitStatus

@@ -240,7 +240,10 @@ func TestSpawnerCloseKillsChildrenStillAlive(t *testing.T) {
 	assert.False(t, st.StopRequested, "nobody here called Kill")
 }
 
-func TestHostDeathTakesPythonWithIt(t *testing.T) {
+// A host killed with SIGKILL takes python with it (parent-death signal)
+// and, through its guard, python's children: the one in python's group and
+// the one that moved to a group of its own.
+func TestHostDeathTakesPythonAndItsChildrenWithIt(t *testing.T) {
 	host := exec.Command(os.Args[0], "-test.run=^$")
 	host.Env = append(os.Environ(), helperHostEnv+"=1", helperPythonEnv+"="+findPython(t))
 	stderr := newSyncBuffer()
@@ -264,27 +267,49 @@ func TestHostDeathTakesPythonWithIt(t *testing.T) {
 	case <-time.After(hangGuard):
 		t.Fatalf("helper host said nothing; stderr: %s", stderr.String())
 	}
-	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "pid ")
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "pids ")
 	require.True(t, ok, "helper host: %q, stderr: %s", line, stderr.String())
-	pid, err := strconv.Atoi(rest)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = unix.Kill(-pid, unix.SIGKILL); reap(t, pid) })
+	var pids []int
+	for _, f := range strings.Fields(rest) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+	require.Len(t, pids, 4, "python, two grandchildren, the guard")
+	python, guardPid := pids[0], pids[3]
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			reap(t, pid)
+		}
+	})
 
 	require.NoError(t, host.Process.Signal(syscall.SIGKILL))
 	_ = host.Wait()
 
 	deadline := time.Now().Add(hangGuard)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !assert.False(t, alive(pid), "process %d outlived its SIGKILLed host", pid) {
+			_ = unix.Kill(pid, unix.SIGKILL) // so the reaping below cannot hang
+		}
 	}
-	assert.False(t, alive(pid), "python %d outlived its SIGKILLed host", pid)
 
-	// The orphan came to this subreaper; its status says who killed it.
-	var ws unix.WaitStatus
-	got, err := unix.Wait4(pid, &ws, 0, nil)
-	require.NoError(t, err)
-	require.Equal(t, pid, got)
-	assert.Equal(t, syscall.SIGKILL, ws.Signal())
+	// The orphans came to this subreaper; their statuses say who killed
+	// them, and the guard ended by itself once its work was done.
+	for _, pid := range pids {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(pid, &ws, 0, nil)
+		require.NoError(t, err)
+		require.Equal(t, pid, got)
+		if pid == guardPid {
+			assert.True(t, ws.Exited() && ws.ExitStatus() == 0, "guard status %v", ws)
+			continue
+		}
+		assert.Equal(t, syscall.SIGKILL, ws.Signal(), "process %d (python is %d)", pid, python)
+	}
 }
 
 // alive reports whether pid exists and is not a zombie.

@@ -58,6 +58,7 @@ type Command struct {
 // makes "the host died" the one event that kills the children
 // (launcher-notes §5).
 type Spawner struct {
+	guard   *guard
 	reqs    chan spawnRequest
 	quit    chan struct{}
 	stopped chan struct{}
@@ -78,6 +79,7 @@ type spawnReply struct {
 // NewSpawner starts the pinned spawning goroutine.
 func NewSpawner() *Spawner {
 	s := &Spawner{
+		guard:   newGuard(),
 		reqs:    make(chan spawnRequest),
 		quit:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -120,6 +122,7 @@ func (s *Spawner) run(handover chan<- struct{}) {
 func (s *Spawner) Close() {
 	s.once.Do(func() { close(s.quit) })
 	<-s.stopped
+	s.guard.close()
 }
 
 // Start launches cmd through the launcher (rlimits, own session, SIGINT at
@@ -216,7 +219,7 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	}
 
 	// Subscribe to the exit before the child exists.
-	p := newProcess(out, errOut)
+	p := newProcess(out, errOut, s.guard.remove)
 	pidc := make(chan int, 1)
 	go p.wait(pidc)
 
@@ -244,10 +247,22 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		return fail(fmt.Errorf("start %s: %w", cmd.Path, r.err))
 	}
 	p.pid = r.pid
+	// Registered before the waiter learns the pid, so the removal at the
+	// child's end always follows this.
+	guardErr := s.guard.add(r.pid)
+	if guardErr != nil {
+		// Without a guard a host killed with SIGKILL would leave this
+		// child's children running: refuse rather than run unguarded.
+		_ = unix.Kill(-r.pid, unix.SIGKILL)
+	}
 	go copyOutput(p.out, cmd.Output, p.readerDone)
 	if errOut != nil {
 		go copyOutput(errOut, cmd.Stderr, p.errDone)
 	}
 	pidc <- r.pid
+	if guardErr != nil {
+		<-p.done
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, guardErr)
+	}
 	return p, nil
 }

@@ -1,0 +1,80 @@
+package kernelworker
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+func TestParseGuardLineAcceptsOnlySignedSessionIDs(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		add  bool
+		sid  int
+		ok   bool
+	}{
+		{"+1234", true, 1234, true},
+		{"-99", false, 99, true},
+		{"", false, 0, false},
+		{"+", false, 0, false},
+		{"*12", false, 0, false},
+		{"+12x", false, 0, false},
+		{"+-12", false, 0, false},
+		{"+1", false, 0, false}, // init's session is never ours
+		{"+0", false, 0, false},
+		{"+99999999999999999999", false, 0, false},
+	} {
+		add, sid, err := parseGuardLine([]byte(tc.line))
+		if !tc.ok {
+			assert.True(t, errors.Is(err, errGuardLine), "%q: %v", tc.line, err)
+			continue
+		}
+		require.NoError(t, err, tc.line)
+		assert.Equal(t, tc.add, add, tc.line)
+		assert.Equal(t, tc.sid, sid, tc.line)
+	}
+}
+
+// A guard killed behind the host's back is replaced at the next start, and
+// the replacement knows every session still alive: closing its pipe (what
+// the host's death does) kills a child started before the replacement,
+// grandchild included.
+func TestKilledGuardIsReplacedAndGuardsEarlierChildren(t *testing.T) {
+	sp := newSpawner(t)
+	first, out := startPython(t, sp, Limits{}, `import subprocess, sys, time
+gc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print("grandchild", gc.pid, flush=True)
+time.sleep(600)`)
+	require.True(t, out.waitFor("\n", hangGuard))
+	grandchild := pidsIn(t, out.String(), "grandchild")[0]
+	t.Cleanup(func() { _ = unix.Kill(grandchild, unix.SIGKILL); reap(t, grandchild) })
+
+	sp.guard.mu.Lock()
+	old, oldExited := sp.guard.proc, sp.guard.exited
+	sp.guard.mu.Unlock()
+	require.NoError(t, old.Kill())
+	<-oldExited
+
+	second, _ := startPython(t, sp, Limits{}, "import time; time.sleep(600)")
+	sp.guard.mu.Lock()
+	replaced := sp.guard.proc != old && sp.guard.w != nil
+	sp.guard.mu.Unlock()
+	require.True(t, replaced, "the next start must start a new guard")
+
+	sp.guard.close()
+	for _, p := range []*Process{first, second} {
+		waitDone(t, p)
+		assert.Equal(t, unix.SIGKILL, p.Exit().Signal, "pid %d", p.Pid())
+	}
+	deadline := time.Now().Add(hangGuard)
+	for alive(grandchild) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.False(t, alive(grandchild), "the replacement guard must kill the first child's grandchild")
+	assert.True(t, strings.HasPrefix(out.String(), "grandchild "))
+}
