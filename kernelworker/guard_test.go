@@ -1,7 +1,6 @@
 package kernelworker
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,35 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
-
-func TestParseGuardLineAcceptsOnlySignedSessionIDs(t *testing.T) {
-	for _, tc := range []struct {
-		line string
-		add  bool
-		sid  int
-		ok   bool
-	}{
-		{"+1234", true, 1234, true},
-		{"-99", false, 99, true},
-		{"", false, 0, false},
-		{"+", false, 0, false},
-		{"*12", false, 0, false},
-		{"+12x", false, 0, false},
-		{"+-12", false, 0, false},
-		{"+1", false, 0, false}, // init's session is never ours
-		{"+0", false, 0, false},
-		{"+99999999999999999999", false, 0, false},
-	} {
-		add, sid, err := parseGuardLine([]byte(tc.line))
-		if !tc.ok {
-			assert.True(t, errors.Is(err, errGuardLine), "%q: %v", tc.line, err)
-			continue
-		}
-		require.NoError(t, err, tc.line)
-		assert.Equal(t, tc.add, add, tc.line)
-		assert.Equal(t, tc.sid, sid, tc.line)
-	}
-}
 
 // A guard killed behind the host's back is replaced at the next start, and
 // the replacement knows every session still alive: closing its pipe (what

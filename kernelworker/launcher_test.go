@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/executecode/executecode/kernelworker/internal/reexec"
 )
 
 // probeScript reports, as one JSON line, everything the launcher is
@@ -138,16 +140,16 @@ func TestLauncherVariablesNeverReachPython(t *testing.T) {
 	t.Run("host environment", func(t *testing.T) {
 		got, _ := runProbe(t, sp, Limits{})
 		assert.Equal(t, "inherited", got.Env["KERNELWORKER_TEST_MARK"], "nil Env means os.Environ()")
-		assert.NotContains(t, got.Env, launcherEnv)
-		assert.NotContains(t, got.Env, launcherSpecEnv)
+		assert.NotContains(t, got.Env, reexec.LauncherEnv)
+		assert.NotContains(t, got.Env, reexec.LauncherSpecEnv)
 	})
 	t.Run("explicit environment", func(t *testing.T) {
-		env := []string{"PATH=" + os.Getenv("PATH"), "ONLY=this", launcherEnv + "=smuggled"}
+		env := []string{"PATH=" + os.Getenv("PATH"), "ONLY=this", reexec.LauncherEnv + "=smuggled"}
 		got, _ := runProbe(t, sp, Limits{MemoryMB: 2048}, func(c *Command) { c.Env = env })
 		assert.Equal(t, "this", got.Env["ONLY"])
 		assert.NotContains(t, got.Env, "KERNELWORKER_TEST_MARK", "explicit Env replaces the host's")
-		assert.NotContains(t, got.Env, launcherEnv)
-		assert.NotContains(t, got.Env, launcherSpecEnv)
+		assert.NotContains(t, got.Env, reexec.LauncherEnv)
+		assert.NotContains(t, got.Env, reexec.LauncherSpecEnv)
 	})
 }
 

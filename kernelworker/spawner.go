@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/executecode/executecode/kernelworker/internal/reexec"
 )
 
 // ErrClosed is returned by Start once the Spawner is closed.
@@ -142,7 +144,7 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	default:
 	}
 
-	spec, err := json.Marshal(launchSpec{
+	spec, err := json.Marshal(reexec.Spec{
 		ParentPID:        os.Getpid(),
 		Files:            3 + len(cmd.ExtraFiles),
 		CPUSeconds:       cmd.Limits.CPUSeconds,
@@ -158,7 +160,7 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	env = append(launcherEnviron(env, false), launcherEnv+"=1", launcherSpecEnv+"="+string(spec))
+	env = append(reexec.Environ(env, false), reexec.LauncherEnv+"=1", reexec.LauncherSpecEnv+"="+string(spec))
 
 	devnull, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -208,7 +210,7 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		files = append(files, f.Fd())
 	}
 	req := spawnRequest{
-		argv: append([]string{launcherArgv0, cmd.Path}, cmd.Args...),
+		argv: append([]string{reexec.LauncherArgv0, cmd.Path}, cmd.Args...),
 		attr: &syscall.ProcAttr{
 			Dir:   cmd.Dir,
 			Env:   env,

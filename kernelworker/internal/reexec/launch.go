@@ -1,4 +1,4 @@
-package kernelworker
+package reexec
 
 import (
 	"encoding/json"
@@ -19,9 +19,9 @@ import (
 // becomes python with execve. Both variables are removed from python's
 // environment.
 const (
-	launcherEnv     = "EXECUTE_CODE_LAUNCHER"
-	launcherSpecEnv = "EXECUTE_CODE_LAUNCHER_SPEC"
-	launcherArgv0   = "execute-code-launcher"
+	LauncherEnv     = "EXECUTE_CODE_LAUNCHER"
+	LauncherSpecEnv = "EXECUTE_CODE_LAUNCHER_SPEC"
+	LauncherArgv0   = "execute-code-launcher"
 	arenaEnv        = "MALLOC_ARENA_MAX"
 )
 
@@ -34,9 +34,9 @@ const (
 
 const rlimInfinity = ^uint64(0)
 
-// launchSpec is what the host tells the launcher besides python's argv
-// (which travels as the launcher's own argv[1:]).
-type launchSpec struct {
+// Spec is what the host tells the launcher besides python's argv (which
+// travels as the launcher's own argv[1:]).
+type Spec struct {
 	ParentPID int `json:"ppid"`
 	// Files is how many descriptors python is given (0, 1, 2 and the
 	// extra files); every descriptor above them is one the host inherited
@@ -47,18 +47,6 @@ type launchSpec struct {
 	MemoryMB         int  `json:"as_mb,omitempty"`
 	FsizeMB          int  `json:"fsize_mb,omitempty"`
 	NProc            int  `json:"nproc,omitempty"`
-}
-
-func init() {
-	// First thing: any binary linking this package (the CLI, an embedding
-	// host, a test binary) can be the launcher, and must not run anything
-	// else of its own when it is.
-	if os.Getenv(launcherEnv) == "1" {
-		launch()
-	}
-	if os.Getenv(guardEnv) == "1" {
-		guardMain()
-	}
 }
 
 // launcherMsg is allocated before any rlimit is set: after RLIMIT_AS the
@@ -112,8 +100,8 @@ func launch() {
 	// (the parent-death signal is per thread).
 	runtime.LockOSThread()
 
-	var spec launchSpec
-	if err := json.Unmarshal([]byte(os.Getenv(launcherSpecEnv)), &spec); err != nil || len(os.Args) < 2 {
+	var spec Spec
+	if err := json.Unmarshal([]byte(os.Getenv(LauncherSpecEnv)), &spec); err != nil || len(os.Args) < 2 {
 		launcherFail("spec", unix.EINVAL, exitSetup)
 	}
 
@@ -137,7 +125,7 @@ func launch() {
 
 	closeInheritedOnExec(spec.Files)
 
-	env := launcherEnviron(os.Environ(), spec.MemoryMB > 0)
+	env := Environ(os.Environ(), spec.MemoryMB > 0)
 	steps := planLimits(spec)
 
 	// Everything execve needs is allocated now.
@@ -224,17 +212,17 @@ func closeInheritedOnExec(keep int) {
 	}
 }
 
-// launcherEnviron is env without the launcher's own variables, plus
+// Environ is env without the launcher's own variables, plus
 // MALLOC_ARENA_MAX=2 when capArenas and env does not choose a value: under
 // RLIMIT_AS glibc's 64 MiB per-thread arenas leave room for only a dozen
 // threads (trap 7).
-func launcherEnviron(env []string, capArenas bool) []string {
+func Environ(env []string, capArenas bool) []string {
 	out := make([]string, 0, len(env)+1)
 	hasArena := false
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case launcherEnv, launcherSpecEnv:
+		case LauncherEnv, LauncherSpecEnv:
 			continue
 		case arenaEnv:
 			hasArena = true
@@ -258,7 +246,7 @@ type rlimitStep struct {
 // comes last so the Go runtime has no reason to map memory after it;
 // RLIMIT_NPROC comes late because the runtime could not start a thread
 // once the user is over it.
-func planLimits(spec launchSpec) [4]rlimitStep {
+func planLimits(spec Spec) [4]rlimitStep {
 	steps := [4]rlimitStep{
 		{resource: unix.RLIMIT_CPU, step: "rlimit-cpu"},
 		{resource: unix.RLIMIT_FSIZE, step: "rlimit-fsize"},

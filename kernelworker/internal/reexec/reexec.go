@@ -1,0 +1,27 @@
+// Package reexec is what this binary does when the runtime re-executes it
+// through /proc/self/exe: become python as the launcher (rlimits, session,
+// parent-death signal, SIGINT at default, then execve), or run as the
+// host's guard (kill the sessions of a dead host's children). Its init
+// recognises either role and never returns from it.
+//
+// It is a package of its own, importing only the standard library and
+// golang.org/x/sys/unix, because Go initialises packages in dependency and
+// import-path order: here the role starts after about 70 small package
+// initialisers instead of all of the host's (metrics, actors, protobuf),
+// which saves every interpreter start and the guard milliseconds.
+//
+// The host's side (kernelworker's Spawner and guard) imports it for the
+// names and the Spec it shares with the child; nothing here runs in the
+// host.
+package reexec
+
+import "os"
+
+func init() {
+	if os.Getenv(LauncherEnv) == "1" {
+		launch()
+	}
+	if os.Getenv(GuardEnv) == "1" {
+		guardMain()
+	}
+}
