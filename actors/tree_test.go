@@ -96,13 +96,25 @@ func runnerPIDs(t *testing.T, root string) []int {
 	return pids
 }
 
+// waitRunners waits until n kernel runners show under root: a kernel's
+// process is spawned before Acquire answers, but /proc may still show it
+// mid-exec (between the launcher and python) for a moment after.
+func waitRunners(t *testing.T, root string, n int) []int {
+	t.Helper()
+	var live []int
+	require.Eventually(t, func() bool {
+		live = runnerPIDs(t, root)
+		return len(live) == n
+	}, 10*time.Second, 5*time.Millisecond, "%d kernels run", n)
+	return live
+}
+
 func TestRegistryCrashTakesEveryKernelWithIt(t *testing.T) {
 	tree, root := startTree(t)
 	owner := tree.NewOwner()
 	acquire(t, tree, owner.PID, "a")
 	acquire(t, tree, owner.PID, "b")
-	live := runnerPIDs(t, root)
-	require.Len(t, live, 2, "two kernels run")
+	live := waitRunners(t, root, 2)
 
 	tree.System.Root.Send(tree.Registry, &crash{})
 	assert.Eventually(t, func() bool {
@@ -124,8 +136,7 @@ func TestShutdownStopsEveryKernel(t *testing.T) {
 	tree, root := startTree(t)
 	owner := tree.NewOwner()
 	acquire(t, tree, owner.PID, "a")
-	live := runnerPIDs(t, root)
-	require.Len(t, live, 1)
+	live := waitRunners(t, root, 1)
 	require.NoError(t, tree.Shutdown(context.Background()))
 	for _, pid := range live {
 		assert.True(t, unix.Kill(pid, 0) != nil || zombie(pid), "kernel %d still runs after shutdown", pid)
