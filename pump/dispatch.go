@@ -232,8 +232,9 @@ func (s *sweeper) settle(c claim, o outcome) {
 		stats.Errors++
 	}
 	if s.publish(c.id, ok, text) {
-		_ = s.remove(MarkerName(c.id))
+		// The script waits for the ring, the marker's removal is ours.
 		s.cfg.Bells.Ring()
+		_ = s.remove(MarkerName(c.id))
 		reportRoundTrip(&s.cfg, c, ok, o.blocked)
 	} else {
 		s.unanswered++ // its marker stays for recovery

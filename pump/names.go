@@ -1,7 +1,9 @@
 package pump
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +13,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Protocol names in the rpc directory (bridge.md §3.2).
@@ -56,34 +61,120 @@ type listing struct {
 	notifies []entry // notify-*.json, any type
 }
 
+// listDir reads the directory with raw getdents64 and allocates only for
+// protocol names a sweep acts on: response and text files stay in the
+// directory for the whole run (bridge.md §4 step 5), so a long run's
+// directory is mostly names every sweep skips, and a listing through
+// os.File.ReadDir would allocate an entry for each of them on every sweep.
 func listDir(dir string) (listing, error) {
-	f, err := os.Open(dir)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return listing{}, fmt.Errorf("list rpc directory: %w", err)
+		return listing{}, fmt.Errorf("list rpc directory: %w", &fs.PathError{Op: "open", Path: dir, Err: err})
 	}
-	defer f.Close()
-	des, err := f.ReadDir(-1)
-	if err != nil {
-		return listing{}, fmt.Errorf("list rpc directory: %w", err)
-	}
+	defer unix.Close(fd)
+	bufp := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(bufp)
+	buf := *bufp
 	var l listing
-	for _, de := range des {
-		name := de.Name()
-		t := de.Type()
-		switch {
-		case strings.HasPrefix(name, reqPrefix) && strings.HasSuffix(name, jsonSuffix):
-			if t.IsRegular() || t&fs.ModeSymlink != 0 {
-				l.requests = append(l.requests, newEntry(name, reqPrefix, jsonSuffix, t))
+	for {
+		n, err := ignoringEINTR(func() (int, error) { return unix.Getdents(fd, buf) })
+		if err != nil {
+			return listing{}, fmt.Errorf("list rpc directory: %w", &fs.PathError{Op: "getdents", Path: dir, Err: err})
+		}
+		if n <= 0 {
+			return l, nil
+		}
+		for rec := buf[:n]; len(rec) >= direntNameOffset; {
+			reclen := int(binary.NativeEndian.Uint16(rec[16:18]))
+			if reclen < direntNameOffset || reclen > len(rec) {
+				return listing{}, fmt.Errorf("list rpc directory: malformed directory entry")
 			}
-		case strings.HasPrefix(name, reqPrefix) && strings.HasSuffix(name, claimSuffix):
-			if t.IsRegular() {
-				l.markers = append(l.markers, newEntry(name, reqPrefix, claimSuffix, t))
+			name := rec[direntNameOffset:reclen]
+			if z := bytes.IndexByte(name, 0); z >= 0 {
+				name = name[:z]
 			}
-		case strings.HasPrefix(name, notifyPrefix) && strings.HasSuffix(name, jsonSuffix):
-			l.notifies = append(l.notifies, newEntry(name, notifyPrefix, jsonSuffix, t))
+			if err := l.add(dir, name, rec[18]); err != nil {
+				return listing{}, err
+			}
+			rec = rec[reclen:]
 		}
 	}
-	return l, nil
+}
+
+// linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1),
+// then the NUL-terminated name.
+const direntNameOffset = 19
+
+var direntBufs = sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}
+
+func ignoringEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// add files one directory entry by its protocol name; the name is copied
+// only when kept.
+func (l *listing) add(dir string, name []byte, dtype byte) error {
+	isReq := bytes.HasPrefix(name, []byte(reqPrefix))
+	isNotify := bytes.HasPrefix(name, []byte(notifyPrefix)) && bytes.HasSuffix(name, []byte(jsonSuffix))
+	isRequest := isReq && bytes.HasSuffix(name, []byte(jsonSuffix))
+	isMarker := isReq && bytes.HasSuffix(name, []byte(claimSuffix))
+	if !isRequest && !isMarker && !isNotify {
+		return nil
+	}
+	t, err := direntType(dir, name, dtype)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // gone since the listing
+		}
+		return fmt.Errorf("list rpc directory: %w", err)
+	}
+	switch {
+	case isRequest:
+		if t.IsRegular() || t&fs.ModeSymlink != 0 {
+			l.requests = append(l.requests, newEntry(string(name), reqPrefix, jsonSuffix, t))
+		}
+	case isMarker:
+		if t.IsRegular() {
+			l.markers = append(l.markers, newEntry(string(name), reqPrefix, claimSuffix, t))
+		}
+	case isNotify:
+		l.notifies = append(l.notifies, newEntry(string(name), notifyPrefix, jsonSuffix, t))
+	}
+	return nil
+}
+
+// direntType is the entry's type bits as the directory reports them, with
+// an lstat (never following) for a file system that does not say.
+func direntType(dir string, name []byte, dtype byte) (fs.FileMode, error) {
+	switch dtype {
+	case unix.DT_REG:
+		return 0, nil
+	case unix.DT_DIR:
+		return fs.ModeDir, nil
+	case unix.DT_LNK:
+		return fs.ModeSymlink, nil
+	case unix.DT_FIFO:
+		return fs.ModeNamedPipe, nil
+	case unix.DT_SOCK:
+		return fs.ModeSocket, nil
+	case unix.DT_CHR:
+		return fs.ModeDevice | fs.ModeCharDevice, nil
+	case unix.DT_BLK:
+		return fs.ModeDevice, nil
+	}
+	fi, err := os.Lstat(filepath.Join(dir, string(name)))
+	if err != nil {
+		return 0, err
+	}
+	return fi.Mode().Type(), nil
 }
 
 func newEntry(name, prefix, suffix string, t fs.FileMode) entry {
