@@ -160,3 +160,27 @@ func TestSweepWithNilStatsStillAnswers(t *testing.T) {
 	require.NoError(t, Sweep(context.Background(), h.cfg, nil))
 	assert.True(t, h.mustResponse(1).OK)
 }
+
+// A directory whose entries take several getdents buffers (thousands of
+// answered calls' responses, long planted names) is still listed whole:
+// every request is found and answered, and no other name is taken for one.
+func TestSweepFindsEveryRequestInADirectoryLargerThanOneListingBuffer(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	h.cfg.MaxRequestsPerSweep = 100
+	long := strings.Repeat("x", 200)
+	for i := range 3000 {
+		h.publish(ResponseName(int64(100000+i)), []byte(`{}`))
+		if i%10 == 0 {
+			h.publish("text-"+long+"-"+strings.Repeat("y", i%50)+".json", []byte(`{}`))
+		}
+	}
+	ids := []int64{1, 1500, 2999, 77}
+	for _, id := range ids {
+		h.request(id, "read", map[string]any{"text": "hi"})
+	}
+	h.sweep()
+	for _, id := range ids {
+		assert.True(t, h.mustResponse(id).OK, "request %d", id)
+	}
+	assert.Equal(t, len(ids), h.stats.Calls)
+}
