@@ -92,6 +92,7 @@ func BenchmarkRunVersusBarePython(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "execute-code")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/execute-code")
 	build.Dir = ".."
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as `make build`
 	out, err := build.CombinedOutput()
 	require.NoError(b, err, string(out))
 	python, err := kernelworker.ResolvePython("")
