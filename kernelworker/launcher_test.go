@@ -144,12 +144,13 @@ func TestLauncherVariablesNeverReachPython(t *testing.T) {
 		assert.NotContains(t, got.Env, reexec.LauncherSpecEnv)
 	})
 	t.Run("explicit environment", func(t *testing.T) {
-		env := []string{"PATH=" + os.Getenv("PATH"), "ONLY=this", reexec.LauncherEnv + "=smuggled"}
+		env := []string{"PATH=" + os.Getenv("PATH"), "ONLY=this", reexec.LauncherEnv + "=smuggled", reexec.GuardEnv + "=1"}
 		got, _ := runProbe(t, sp, Limits{MemoryMB: 2048}, func(c *Command) { c.Env = env })
 		assert.Equal(t, "this", got.Env["ONLY"])
 		assert.NotContains(t, got.Env, "KERNELWORKER_TEST_MARK", "explicit Env replaces the host's")
 		assert.NotContains(t, got.Env, reexec.LauncherEnv)
 		assert.NotContains(t, got.Env, reexec.LauncherSpecEnv)
+		assert.NotContains(t, got.Env, reexec.GuardEnv)
 	})
 }
 

@@ -223,3 +223,11 @@ func TestRunStartedWithSIGINTIgnoredIgnoresIt(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
 	assert.Equal(t, []string{"True"}, res.Blocks)
 }
+
+// The re-executed roles need their argv[0] as well as their variable: a
+// variable that leaked into a user's environment leaves the CLI the CLI.
+func TestLeakedRoleVariablesDoNotHijackTheCLI(t *testing.T) {
+	r := cli(t, "text('still the cli')", []string{"EXECUTE_CODE_GUARD=1", "EXECUTE_CODE_LAUNCHER=1"}, "run", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "still the cli")
+}

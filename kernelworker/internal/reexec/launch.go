@@ -212,7 +212,7 @@ func closeInheritedOnExec(keep int) {
 	}
 }
 
-// Environ is env without the launcher's own variables, plus
+// Environ is env without the launcher's and the guard's variables, plus
 // MALLOC_ARENA_MAX=2 when capArenas and env does not choose a value: under
 // RLIMIT_AS glibc's 64 MiB per-thread arenas leave room for only a dozen
 // threads (trap 7).
@@ -222,7 +222,7 @@ func Environ(env []string, capArenas bool) []string {
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case LauncherEnv, LauncherSpecEnv:
+		case LauncherEnv, LauncherSpecEnv, GuardEnv:
 			continue
 		case arenaEnv:
 			hasArena = true

@@ -18,10 +18,16 @@ package reexec
 import "os"
 
 func init() {
-	if os.Getenv(LauncherEnv) == "1" {
-		launch()
+	// Both the variable and argv[0] must say so: a variable alone may leak
+	// into a user's environment, and the binary must then still be the CLI
+	// (or the embedding host) it was started as.
+	if len(os.Args) == 0 {
+		return
 	}
-	if os.Getenv(GuardEnv) == "1" {
+	switch {
+	case os.Args[0] == LauncherArgv0 && os.Getenv(LauncherEnv) == "1":
+		launch()
+	case os.Args[0] == GuardArgv0 && os.Getenv(GuardEnv) == "1":
 		guardMain()
 	}
 }
