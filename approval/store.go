@@ -20,12 +20,50 @@ type grantKey struct {
 	args  string
 }
 
-// store holds the stored approvals; it belongs to the broker actor.
-type store map[grantKey]struct{}
+// maxStored bounds the stored approvals of one runtime: session and agent
+// grants would otherwise pile up for as long as the host lives. Past it the
+// oldest grant goes, and its next call is simply asked again.
+const maxStored = 10000
+
+// store holds the stored approvals in the order they were granted; it
+// belongs to the broker actor.
+type store struct {
+	grants map[grantKey]struct{}
+	order  []grantKey // oldest first; order[head:] are the live ones
+	head   int
+}
+
+func newStore() *store { return &store{grants: map[grantKey]struct{}{}} }
+
+// put stores k, dropping the oldest grant past maxStored.
+func (s *store) put(k grantKey) {
+	if _, ok := s.grants[k]; ok {
+		return
+	}
+	s.grants[k] = struct{}{}
+	s.order = append(s.order, k)
+	if len(s.grants) > maxStored {
+		delete(s.grants, s.order[s.head])
+		s.order[s.head] = grantKey{}
+		s.head++
+	}
+	// Compact once the dropped prefix is the larger part.
+	if s.head > len(s.order)/2 {
+		s.order = append([]grantKey(nil), s.order[s.head:]...)
+		s.head = 0
+	}
+}
+
+func (s *store) has(k grantKey) bool {
+	_, ok := s.grants[k]
+	return ok
+}
+
+func (s *store) len() int { return len(s.grants) }
 
 // lookup returns the scope of the stored approval that answers a call,
 // global before agent before session, exact arguments before tool-wide.
-func (s store) lookup(tool, hash, sessionID, agentID string) (Decision, bool) {
+func (s *store) lookup(tool, hash, sessionID, agentID string) (Decision, bool) {
 	for _, sc := range [...]struct {
 		scope Decision
 		owner string
@@ -34,7 +72,7 @@ func (s store) lookup(tool, hash, sessionID, agentID string) (Decision, bool) {
 			continue
 		}
 		for _, args := range [...]string{hash, anyArgs} {
-			if _, ok := s[grantKey{scope: sc.scope, owner: sc.owner, tool: tool, args: args}]; ok {
+			if s.has(grantKey{scope: sc.scope, owner: sc.owner, tool: tool, args: args}) {
 				return sc.scope, true
 			}
 		}
@@ -46,7 +84,7 @@ func (s store) lookup(tool, hash, sessionID, agentID string) (Decision, bool) {
 // deny store nothing, and so does a session or agent scope without its
 // owner: an approval nobody can be named for must not answer everyone
 // else who also lacks one.
-func (s store) install(d Decision, tool, args, sessionID, agentID string) {
+func (s *store) install(d Decision, tool, args, sessionID, agentID string) {
 	var owner string
 	switch d {
 	case ApproveGlobal:
@@ -60,7 +98,7 @@ func (s store) install(d Decision, tool, args, sessionID, agentID string) {
 	if d != ApproveGlobal && owner == "" {
 		return
 	}
-	s[grantKey{scope: d, owner: owner, tool: tool, args: args}] = struct{}{}
+	s.put(grantKey{scope: d, owner: owner, tool: tool, args: args})
 }
 
 // argsHash is the hash of the arguments' canonical JSON (encoding/json

@@ -16,7 +16,7 @@ type brokerActor struct {
 	cfg      Config
 	behavior actor.Behavior
 	pending  map[string]*record
-	stored   store
+	stored   *store
 }
 
 // serials numbers prompts across every broker and incarnation, so a
@@ -37,7 +37,7 @@ type record struct {
 }
 
 func newBrokerActor(cfg Config) *brokerActor {
-	b := &brokerActor{cfg: cfg, behavior: actor.NewBehavior(), pending: map[string]*record{}, stored: store{}}
+	b := &brokerActor{cfg: cfg, behavior: actor.NewBehavior(), pending: map[string]*record{}, stored: newStore()}
 	for _, g := range cfg.Grants {
 		if !b.grant(g) {
 			cfg.Logger.Warn().Str("scope", string(g.Scope)).Msg("approval grant ignored")
@@ -58,7 +58,7 @@ func (b *brokerActor) grant(g Grant) bool {
 	default:
 		return false
 	}
-	b.stored[grantKey{scope: g.Scope, owner: g.Owner, tool: g.Tool, args: anyArgs}] = struct{}{}
+	b.stored.put(grantKey{scope: g.Scope, owner: g.Owner, tool: g.Tool, args: anyArgs})
 	return true
 }
 
