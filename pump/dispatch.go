@@ -232,9 +232,10 @@ func (s *sweeper) settle(c claim, o outcome) {
 		stats.Errors++
 	}
 	if s.publish(c.id, ok, text) {
-		// The script waits for the ring, the marker's removal is ours.
-		s.cfg.Bells.Ring()
+		// The marker goes before the ring: a woken script finds the call's
+		// bookkeeping finished.
 		_ = s.remove(MarkerName(c.id))
+		s.cfg.Bells.Ring()
 		reportRoundTrip(&s.cfg, c, ok, o.blocked)
 	} else {
 		s.unanswered++ // its marker stays for recovery
