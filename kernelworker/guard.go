@@ -40,13 +40,20 @@ type guard struct {
 	closed bool
 	// first is closed once the first start was tried.
 	first chan struct{}
+	// env is the host's environment when the Spawner was made: a guard
+	// started later, in the background or as a replacement, gets the same.
+	env []string
 }
 
 // newGuard starts the guard in the background: the fork and exec take
 // about half a millisecond that a host starting up need not wait for. The
 // first add waits for it (it takes the lock first).
 func newGuard() *guard {
-	g := &guard{live: map[int]struct{}{}, first: make(chan struct{})}
+	g := &guard{
+		live:  map[int]struct{}{},
+		first: make(chan struct{}),
+		env:   append(os.Environ(), reexec.GuardEnv+"=1"),
+	}
 	g.mu.Lock()
 	go func() {
 		defer close(g.first)
@@ -74,7 +81,7 @@ func (g *guard) startLocked() error {
 	// must not take the guard before it has done its work. os.Process
 	// holds a pidfd, so killing a replaced guard can never hit a stranger.
 	proc, err := os.StartProcess(selfExe, []string{reexec.GuardArgv0}, &os.ProcAttr{
-		Env:   append(os.Environ(), reexec.GuardEnv+"=1"),
+		Env:   g.env,
 		Files: []*os.File{r, devnull, devnull},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})

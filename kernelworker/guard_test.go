@@ -1,6 +1,9 @@
 package kernelworker
 
 import (
+	"bytes"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/executecode/executecode/kernelworker/internal/reexec"
 )
 
 // A guard killed behind the host's back is replaced at the next start, and
@@ -47,4 +52,24 @@ time.sleep(600)`)
 	}
 	assert.False(t, alive(grandchild), "the replacement guard must kill the first child's grandchild")
 	assert.True(t, strings.HasPrefix(out.String(), "grandchild "))
+}
+
+// The guard starts in the background but with the environment the host
+// had when it made the Spawner, so what marks a host's processes marks its
+// guard too.
+func TestGuardGetsTheEnvironmentOfTheSpawnersCreation(t *testing.T) {
+	t.Setenv("KERNELWORKER_TEST_GUARD_ENV", "at-creation")
+	sp := newSpawner(t)
+	t.Setenv("KERNELWORKER_TEST_GUARD_ENV", "changed-later")
+	<-sp.guard.first
+	sp.guard.mu.Lock()
+	pid := sp.guard.proc.Pid
+	sp.guard.mu.Unlock()
+	var env []byte
+	require.Eventually(t, func() bool {
+		// Until the exec, /proc shows the host's environment.
+		env, _ = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		return bytes.Contains(env, []byte(reexec.GuardEnv+"=1"))
+	}, hangGuard, 5*time.Millisecond)
+	assert.Contains(t, string(env), "KERNELWORKER_TEST_GUARD_ENV=at-creation\x00")
 }
