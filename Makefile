@@ -43,7 +43,7 @@ FUZZTIME ?= 60s
 FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest kernelworker:FuzzSanitize \
 	kernelworker:FuzzCapture tools:FuzzReadLines tools:FuzzExtractHTML \
 	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker \
-	kernelworker:FuzzParser approval:FuzzParseDecision cmd/execute-code:FuzzServeLine
+	kernelworker:FuzzParser kernelworker:FuzzStreamFastPath approval:FuzzParseDecision cmd/execute-code:FuzzServeLine
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

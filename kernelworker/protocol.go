@@ -99,6 +99,7 @@ type Parser struct {
 	readySeen bool
 	closed    string // "bye" or "fatal" once the process announced its end
 	err       error
+	slowOnly  bool // tests and benchmarks: no stream fast path
 }
 
 var prefix = []byte(FramePrefix)
@@ -183,6 +184,72 @@ func protoErr(check, detail string) error {
 // frame decodes and validates one frame body against the parser's state,
 // and advances that state only when the frame is accepted.
 func (p *Parser) frame(body []byte) (Frame, error) {
+	obj, ok := streamFastPath(body)
+	if !ok || p.slowOnly {
+		var err error
+		if obj, err = decodeObject(body); err != nil {
+			return Frame{}, err
+		}
+	}
+	return p.validate(obj)
+}
+
+// streamFastPath decodes the one shape the runner writes for stream
+// frames, which are nearly all of a session's frame bytes:
+// {"v":1,"type":"stream","id":"<id>","stream":"stdout|stderr","data":"<b64>"},
+// compact, in that order, with an id of printable ASCII other than a quote
+// or a backslash, and base64 data. For such a body it returns exactly what
+// decodeObject would (FuzzStreamFastPath checks it) without the two JSON
+// passes over the data; anything else goes the general way.
+func streamFastPath(body []byte) (map[string]any, bool) {
+	rest, ok := bytes.CutPrefix(body, fastStreamHead)
+	if !ok {
+		return nil, false
+	}
+	q := bytes.IndexByte(rest, '"')
+	if q <= 0 {
+		return nil, false
+	}
+	id := rest[:q]
+	for _, c := range id {
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return nil, false
+		}
+	}
+	rest = rest[q:]
+	var stream string
+	switch {
+	case bytes.HasPrefix(rest, fastStreamStdout):
+		stream, rest = "stdout", rest[len(fastStreamStdout):]
+	case bytes.HasPrefix(rest, fastStreamStderr):
+		stream, rest = "stderr", rest[len(fastStreamStderr):]
+	default:
+		return nil, false
+	}
+	data, ok := bytes.CutSuffix(rest, fastStreamTail)
+	if !ok {
+		return nil, false
+	}
+	for _, c := range data {
+		if !isBase64Char(c) {
+			return nil, false
+		}
+	}
+	return map[string]any{
+		"v": json.Number("1"), "type": FrameStream, "id": string(id), "stream": stream, "data": string(data),
+	}, true
+}
+
+var (
+	fastStreamHead   = []byte(`{"v":1,"type":"stream","id":"`)
+	fastStreamStdout = []byte(`","stream":"stdout","data":"`)
+	fastStreamStderr = []byte(`","stream":"stderr","data":"`)
+	fastStreamTail   = []byte(`"}`)
+)
+
+// decodeObject is the general decoding of a frame body: valid JSON, one
+// object, numbers kept as written.
+func decodeObject(body []byte) (map[string]any, error) {
 	if !json.Valid(body) {
 		var probe any
 		err := json.Unmarshal(body, &probe)
@@ -190,19 +257,24 @@ func (p *Parser) frame(body []byte) (Frame, error) {
 		if err != nil {
 			detail = err.Error()
 		}
-		return Frame{}, protoErr(CheckInvalidJSON, detail)
+		return nil, protoErr(CheckInvalidJSON, detail)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber() // so "v":1.0 can be told from "v":1
 	var raw any
 	if err := dec.Decode(&raw); err != nil {
-		return Frame{}, protoErr(CheckInvalidJSON, err.Error())
+		return nil, protoErr(CheckInvalidJSON, err.Error())
 	}
 	obj, isObject := raw.(map[string]any)
 	if !isObject {
-		return Frame{}, protoErr(CheckInvalidJSON, "not an object")
+		return nil, protoErr(CheckInvalidJSON, "not an object")
 	}
+	return obj, nil
+}
 
+// validate checks a decoded frame against the parser's state and advances
+// that state only when the frame is accepted.
+func (p *Parser) validate(obj map[string]any) (Frame, error) {
 	v, ok := obj["v"]
 	if !ok {
 		return Frame{}, protoErr(CheckMissingField, "v")
@@ -404,8 +476,7 @@ func optionalCount(obj map[string]any, field string) (int, error) {
 // decoder skips CR and LF even in strict mode, the protocol does not.
 func decodeBase64(s string) ([]byte, error) {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+		if !isBase64Char(s[i]) {
 			return nil, protoErr(CheckInvalidBase64, sample([]byte(s)))
 		}
 	}
@@ -414,6 +485,10 @@ func decodeBase64(s string) ([]byte, error) {
 		return nil, protoErr(CheckInvalidBase64, sample([]byte(s)))
 	}
 	return b, nil
+}
+
+func isBase64Char(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '='
 }
 
 // describe renders a JSON value for an error detail, bounded like sample.

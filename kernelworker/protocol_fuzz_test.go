@@ -44,3 +44,32 @@ func FuzzParser(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStreamFastPath: whatever body the fast path takes, the general
+// decoding must take too and yield the very same object, so the parser's
+// answer never depends on which way a frame went. Whole conversations
+// also get the same frames and errors from a parser without the fast path.
+func FuzzStreamFastPath(f *testing.F) {
+	f.Add([]byte(`{"v":1,"type":"stream","id":"c1","stream":"stdout","data":"aGk="}`))
+	f.Add([]byte(`{"v":1,"type":"stream","id":"c-7 x","stream":"stderr","data":""}`))
+	f.Add([]byte(`{"v":1,"type":"stream","id":"c\u0041","stream":"stdout","data":"aGk="}`))
+	f.Add([]byte(`{"v":1,"type":"stream","id":"c1","stream":"stdout","data":"aGk="} `))
+	f.Add([]byte(`{"v":1,"type":"stream","id":"c1","stream":"stdout","data":"aG\nk="}`))
+	f.Add([]byte(conversation))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if fast, ok := streamFastPath(body); ok {
+			slow, err := decodeObject(body)
+			require.NoError(t, err, "the fast path took a body the general decoding refuses")
+			require.Equal(t, slow, fast)
+		}
+		// After a started frame for c1, so a stream frame can be valid.
+		in := append([]byte(fr(`{"v":1,"type":"ready"}`)+fr(`{"v":1,"type":"started","id":"c1"}`)+FramePrefix), body...)
+		in = append(in, '\n')
+		var withFast, without Parser
+		without.slowOnly = true
+		a, errA := withFast.Feed(in)
+		b, errB := without.Feed(in)
+		require.Equal(t, errB, errA)
+		require.Equal(t, b, a)
+	})
+}
