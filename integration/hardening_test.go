@@ -19,6 +19,8 @@ import (
 
 	executecode "github.com/executecode/executecode"
 	"github.com/executecode/executecode/config"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // escalation is the spec's bound on how long a kill may take once its
@@ -61,34 +63,6 @@ import signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 `
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || len(stat) <= i+2 || (stat[i+2] != 'Z' && stat[i+2] != 'X')
-}
-
-// waitGone polls until none of pids is alive or within has passed, and
-// returns the ones still alive.
-func waitGone(pids []int, within time.Duration) []int {
-	deadline := time.Now().Add(within)
-	for {
-		var left []int
-		for _, p := range pids {
-			if alive(p) {
-				left = append(left, p)
-			}
-		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // readyPID waits for stubborn's log in dir and returns its pid.
 func readyPID(t *testing.T, path string) int {
@@ -133,7 +107,7 @@ func writePID(name string) string {
 // that escaped their group with setsid are outside the runtime's reach
 // by design (ruling 8) and must not outlive the test.
 func killMarked(mark string) {
-	for _, pid := range markedProcesses(mark) {
+	for _, pid := range proctest.Marked(markEnv, mark) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
@@ -209,7 +183,7 @@ func TestSessionTimeoutAndCancelReachEveryProcessOfTheKernelGroup(t *testing.T) 
 			assert.Equal(t, []string{"spawned"}, res.Blocks)
 
 			bound := time.Duration(timeoutMS)*time.Millisecond + escalation
-			left := waitGone([]int{kernel, grandchild}, time.Until(start.Add(bound)))
+			left := proctest.WaitGone([]int{kernel, grandchild}, time.Until(start.Add(bound)))
 			assert.Empty(t, left, "kernel %d and grandchild %d must be gone %s after the deadline", kernel, grandchild, escalation)
 			got, _ := os.ReadFile(log)
 			assert.Contains(t, string(got), "SIGINT", "the interrupt reached the grandchild")
@@ -252,7 +226,7 @@ func TestOwnerDeathMidCellDiscardsTheKernelAndAnswersItsQueue(t *testing.T) {
 		assert.False(t, boolp(q.Details.StateRetained))
 		assert.NoFileExists(t, filepath.Join(e.root, fmt.Sprintf("queued-%d", i)), "a queued cell never runs")
 	}
-	assert.Empty(t, waitGone([]int{kernel, grandchild}, time.Until(start.Add(escalation))), "the kernel's group is gone within the escalation")
+	assert.Empty(t, proctest.WaitGone([]int{kernel, grandchild}, time.Until(start.Add(escalation))), "the kernel's group is gone within the escalation")
 	waitSnapshot(t, e, func(s executecode.Snapshot) bool { return s.Capacity.Live == 0 && s.InflightCells == 0 })
 }
 
@@ -287,7 +261,7 @@ func TestStoppedKernelIsDetectedAndDiscardedAtTheDeadline(t *testing.T) {
 		res := receive(t, ch, 1500*time.Millisecond+escalation)
 		assert.Equal(t, "timeout", res.Details.KilledBy)
 		assert.True(t, strings.HasPrefix(res.Text(), "Script timed out after 1500ms."), res.Text())
-		assert.Empty(t, waitGone([]int{kernel}, time.Until(start.Add(1500*time.Millisecond+escalation))))
+		assert.Empty(t, proctest.WaitGone([]int{kernel}, time.Until(start.Add(1500*time.Millisecond+escalation))))
 		assert.Equal(t, []string{"False"}, e.cell(o, "text(str('kept' in dir()))").Blocks)
 	})
 	t.Run("stopped while idle", func(t *testing.T) {
@@ -301,7 +275,7 @@ func TestStoppedKernelIsDetectedAndDiscardedAtTheDeadline(t *testing.T) {
 		assert.Less(t, time.Since(start), 1500*time.Millisecond+escalation)
 		assert.Equal(t, "timeout", res.Details.KilledBy)
 		assert.Empty(t, res.Blocks)
-		assert.Empty(t, waitGone([]int{kernel}, time.Until(start.Add(1500*time.Millisecond+escalation))))
+		assert.Empty(t, proctest.WaitGone([]int{kernel}, time.Until(start.Add(1500*time.Millisecond+escalation))))
 		assert.Equal(t, []string{"False"}, e.cell(o, "text(str('kept' in dir()))").Blocks)
 	})
 	t.Run("per call", func(t *testing.T) {
@@ -565,7 +539,7 @@ func TestChildInAGroupOfItsOwnDoesNotOutliveItsRun(t *testing.T) {
 		res := e.run(writePID("py.pid") + regrouped("child.pid") + "text('left')\n")
 		require.Equal(t, []string{"left"}, res.Blocks, "%+v", res)
 		child := pidFile(t, filepath.Join(e.root, "child.pid"))
-		assert.Empty(t, waitGone([]int{child}, 3*time.Second), "the regrouped child must not outlive the run")
+		assert.Empty(t, proctest.WaitGone([]int{child}, 3*time.Second), "the regrouped child must not outlive the run")
 	})
 	t.Run("session kernel discarded by a timeout", func(t *testing.T) {
 		e := sessionEnv(t, nil)
@@ -573,6 +547,6 @@ func TestChildInAGroupOfItsOwnDoesNotOutliveItsRun(t *testing.T) {
 		res := e.cell(o, writePID("py.pid")+regrouped("child.pid")+"import time\ntext('spawned')\ntime.sleep(60)\n", 1000)
 		assert.Equal(t, "timeout", res.Details.KilledBy)
 		child := pidFile(t, filepath.Join(e.root, "child.pid"))
-		assert.Empty(t, waitGone([]int{child}, 3*time.Second), "the regrouped child must not outlive its kernel")
+		assert.Empty(t, proctest.WaitGone([]int{child}, 3*time.Second), "the regrouped child must not outlive its kernel")
 	})
 }

@@ -17,6 +17,8 @@ import (
 	executecode "github.com/executecode/executecode"
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/tools"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // markEnv tags every process a test starts, so leftovers can be found by
@@ -106,7 +108,7 @@ func (e *env) assertNoProcesses() {
 	e.t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		left := markedProcesses(e.mark)
+		left := proctest.Marked(markEnv, e.mark)
 		if len(left) == 0 {
 			return
 		}
@@ -123,7 +125,7 @@ func (e *env) assertNoProcesses() {
 // these are what its scripts and kernels left.
 func scriptProcesses(mark string) []int {
 	var pids []int
-	for _, pid := range markedProcesses(mark) {
+	for _, pid := range proctest.Marked(markEnv, mark) {
 		argv, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 		if !bytes.HasPrefix(argv, []byte(guardArgv0+"\x00")) {
 			pids = append(pids, pid)
@@ -134,33 +136,6 @@ func scriptProcesses(mark string) []int {
 
 // guardArgv0 is the guard's argv[0] (kernelworker's guard.go).
 const guardArgv0 = "execute-code-guard"
-
-func markedProcesses(mark string) []int {
-	entries, _ := os.ReadDir("/proc")
-	needle := []byte(markEnv + "=" + mark)
-	var pids []int
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if stat, err := os.ReadFile("/proc/" + ent.Name() + "/stat"); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-				continue
-			}
-		}
-		envb, err := os.ReadFile("/proc/" + ent.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(envb, []byte{0}) {
-			if bytes.Equal(kv, needle) {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
-}
 
 // assertNoWorkspaces fails if a per-call workspace or cell bridge is left
 // under the staging TMPDIR.

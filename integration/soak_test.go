@@ -23,6 +23,8 @@ import (
 	executecode "github.com/executecode/executecode"
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/telemetry"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // Soak parameters. SOAK_CYCLES sets the number of cycles (`make soak`
@@ -173,7 +175,7 @@ var soakFaults = []soakFault{
 		pid, err := strconv.Atoi(res.Blocks[0])
 		if assert.NoError(s.t, err) {
 			assert.NoError(s.t, syscall.Kill(pid, syscall.SIGKILL))
-			waitGone([]int{pid}, 5*time.Second)
+			proctest.WaitGone([]int{pid}, 5*time.Second)
 		}
 		// The next cell may reach the worker before it has seen its
 		// interpreter die, or while it tears the kernel down: it fails
@@ -337,7 +339,7 @@ func TestSoakKernelLifecyclesWithInjectedFaults(t *testing.T) {
 	snap := waitSnapshot(t, s.e, func(sn executecode.Snapshot) bool {
 		return sn.Capacity.Live == 0 && sn.Phases["unreachable"] == 0 && sn.InflightCells == 0 && sn.Owners == 0
 	})
-	assert.Empty(t, waitGone(scriptProcesses(s.e.mark), 5*time.Second), "no process left but the runtime's guard")
+	assert.Empty(t, proctest.WaitGone(scriptProcesses(s.e.mark), 5*time.Second), "no process left but the runtime's guard")
 	files := stagingFiles(t, s.e.stagingRoot())
 	assert.Empty(t, files, "no file left in the staging root")
 	end = settledMemory()

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/executecode/executecode/kernelworker/internal/reexec"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // A guard killed behind the host's back is replaced at the next start, and
@@ -47,10 +49,10 @@ time.sleep(600)`)
 		assert.Equal(t, unix.SIGKILL, p.Exit().Signal, "pid %d", p.Pid())
 	}
 	deadline := time.Now().Add(hangGuard)
-	for alive(grandchild) && time.Now().Before(deadline) {
+	for proctest.Alive(grandchild) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	assert.False(t, alive(grandchild), "the replacement guard must kill the first child's grandchild")
+	assert.False(t, proctest.Alive(grandchild), "the replacement guard must kill the first child's grandchild")
 	assert.True(t, strings.HasPrefix(out.String(), "grandchild "))
 }
 

@@ -2,7 +2,6 @@ package kernelworker
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // stubbornFamily forks a grandchild; both ignore SIGINT and SIGTERM and
@@ -289,10 +290,10 @@ func TestHostDeathTakesPythonAndItsChildrenWithIt(t *testing.T) {
 
 	deadline := time.Now().Add(hangGuard)
 	for _, pid := range pids {
-		for alive(pid) && time.Now().Before(deadline) {
+		for proctest.Alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if !assert.False(t, alive(pid), "process %d outlived its SIGKILLed host", pid) {
+		if !assert.False(t, proctest.Alive(pid), "process %d outlived its SIGKILLed host", pid) {
 			_ = unix.Kill(pid, unix.SIGKILL) // so the reaping below cannot hang
 		}
 	}
@@ -310,16 +311,6 @@ func TestHostDeathTakesPythonAndItsChildrenWithIt(t *testing.T) {
 		}
 		assert.Equal(t, syscall.SIGKILL, ws.Signal(), "process %d (python is %d)", pid, python)
 	}
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // BenchmarkStartPython measures a full start-to-Done of `python3 -c pass`

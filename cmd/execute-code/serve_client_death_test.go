@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // A client that dies mid-cell (its ends of both pipes closed) is the serve
@@ -24,7 +26,7 @@ import (
 func TestServeClientDeathMidCellLeavesNothing(t *testing.T) {
 	mark, tmp := newMark(), t.TempDir()
 	t.Cleanup(func() {
-		for _, pid := range marked(mark) {
+		for _, pid := range proctest.Marked(markEnv, mark) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -66,7 +68,7 @@ func TestServeClientDeathMidCellLeavesNothing(t *testing.T) {
 		<-done
 		t.Fatal("serve outlived its dead client")
 	}
-	assert.Empty(t, waitGone(marked(mark), time.Second), "no process left")
+	assert.Empty(t, proctest.WaitGone(proctest.Marked(markEnv, mark), time.Second), "no process left")
 	left, _ := filepath.Glob(filepath.Join(tmp, "*"))
 	assert.Empty(t, left, "no staging root left")
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // markEnv tags every process a test's host starts, so survivors can be
@@ -27,58 +29,6 @@ func newMark() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// marked lists the live (non-zombie) processes whose environment carries
-// mark.
-func marked(mark string) []int {
-	entries, _ := os.ReadDir("/proc")
-	needle := []byte(markEnv + "=" + mark)
-	var pids []int
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == os.Getpid() || !alive(pid) {
-			continue
-		}
-		envb, err := os.ReadFile("/proc/" + ent.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(envb, []byte{0}) {
-			if bytes.Equal(kv, needle) {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || len(stat) <= i+2 || (stat[i+2] != 'Z' && stat[i+2] != 'X')
-}
-
-// waitGone polls until none of pids is alive or within has passed, and
-// returns those still alive.
-func waitGone(pids []int, within time.Duration) []int {
-	deadline := time.Now().Add(within)
-	for {
-		var left []int
-		for _, p := range pids {
-			if alive(p) {
-				left = append(left, p)
-			}
-		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // host is an `execute-code serve` whose environment and TMPDIR the test
@@ -125,7 +75,7 @@ time.sleep(120)
 func TestHostKilledWithSIGKILLLeavesNothingRunning(t *testing.T) {
 	mark, tmp := newMark(), t.TempDir()
 	t.Cleanup(func() {
-		for _, pid := range marked(mark) {
+		for _, pid := range proctest.Marked(markEnv, mark) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -145,13 +95,13 @@ func TestHostKilledWithSIGKILLLeavesNothingRunning(t *testing.T) {
 		require.NoError(t, err)
 		started = append(started, py, a, b)
 	}
-	require.Len(t, waitGone(started, 0), 6, "both interpreters and their children run")
-	before := marked(mark)
+	require.Len(t, proctest.WaitGone(started, 0), 6, "both interpreters and their children run")
+	before := proctest.Marked(markEnv, mark)
 	require.Greater(t, len(before), 6, "the host's guard runs beside them")
 
 	require.NoError(t, h.cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
-	left := waitGone(before, 2*time.Second)
+	left := proctest.WaitGone(before, 2*time.Second)
 	assert.Empty(t, left, "interpreters, their children and the guard must be gone within 2 s of the host's SIGKILL")
 	t.Logf("%d processes gone %s after the host's SIGKILL", len(before), time.Since(killed).Round(time.Millisecond))
 
