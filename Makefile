@@ -22,9 +22,15 @@ run: build
 
 test: unit acceptance
 
+# The tests run with a TMPDIR of their own that must be empty afterwards:
+# nothing a test starts, files included, may outlive it.
 unit:
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 12m ./...
+	@tmp=$$(mktemp -d) && rc=0; \
+	TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m ./... || rc=1; \
+	left=$$(find $$tmp -mindepth 1 -maxdepth 1 | head -20); \
+	if [ -n "$$left" ]; then echo "tests left files in their TMPDIR:"; echo "$$left"; rc=1; fi; \
+	rm -rf $$tmp; exit $$rc
 
 # The scenarios run with a TMPDIR of their own, removed afterwards: spill
 # files are kept for a day by design, but a test run must leave nothing.

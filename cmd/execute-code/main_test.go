@@ -29,21 +29,13 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		panic(fmt.Sprintf("build: %v\n%s", err, out))
 	}
-	code := 0
-	func() {
-		defer func() { _ = os.RemoveAll(dir) }()
-		goleak.VerifyTestMain(exitCapture{&code, m})
-	}()
-	os.Exit(code)
+	// VerifyTestMain exits the process itself: the binary's directory is
+	// removed in its cleanup, which runs whatever the outcome.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		_ = os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
-
-// exitCapture lets TestMain clean up after goleak's run.
-type exitCapture struct {
-	code *int
-	m    *testing.M
-}
-
-func (e exitCapture) Run() int { *e.code = e.m.Run(); return *e.code }
 
 type cliResult struct {
 	stdout, stderr string
