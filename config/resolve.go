@@ -139,44 +139,36 @@ func resolveSandbox(cs []candidate) (string, []issue) {
 // order and duplicates. No list at all means the full allowlist; a list of
 // only unknown names means no helpers.
 func resolveTools(cs []candidate) ([]string, []issue) {
-	var issues []issue
-	for _, c := range cs {
-		names, ok := toolNames(c.value)
-		if !ok {
-			issues = append(issues, issue{c, "is not a list of tool names"})
-			continue
-		}
-		if len(names) == 0 {
-			continue
-		}
-		kept := []string{}
-		var unknown []string
-		for _, n := range names {
-			switch {
-			case slices.Contains(tools.Allowlist, n):
-				kept = append(kept, n)
-			case n != NoTools:
-				unknown = append(unknown, n)
-			}
-		}
-		if len(unknown) > 0 {
-			issues = append(issues, issue{c, "names tools outside the allowlist (" +
-				strings.Join(tools.Allowlist, ", ") + "), dropped: " + capRunes(strings.Join(unknown, ","), maxShown)})
-		}
-		return kept, issues
+	kept, found, issues := firstToolList(cs, false)
+	if !found {
+		return slices.Clone(tools.Allowlist), issues
 	}
-	return slices.Clone(tools.Allowlist), issues
+	return kept, issues
 }
 
-// resolvePolicyList resolves allow, deny or require_approval like tools:
-// the first layer whose list is non-empty wins, then it is filtered to the
-// allowlist in configured order. Duplicates are dropped (these lists are
-// sets), unknown names are dropped with one warning, and NoTools is a
-// silent "nothing". An allow list that named tools but kept none of them
-// becomes [NoTools], which allows nothing: dropping it to empty would turn
-// a narrowing the user asked for into no restriction at all.
+// resolvePolicyList resolves allow, deny or require_approval like tools,
+// but as sets: duplicates are dropped, and no list at all means an empty
+// one. NoTools is a silent "nothing". An allow list that named tools but
+// kept none of them becomes [NoTools], which allows nothing: dropping it
+// to empty would turn a narrowing the user asked for into no restriction
+// at all.
 func resolvePolicyList(name string, cs []candidate) ([]string, []issue) {
-	var issues []issue
+	kept, found, issues := firstToolList(cs, true)
+	switch {
+	case !found:
+		return []string{}, issues
+	case name == "allow" && len(kept) == 0:
+		return []string{NoTools}, issues
+	}
+	return kept, issues
+}
+
+// firstToolList takes the first layer whose list of tool names is
+// non-empty and filters it to the allowlist in configured order, with one
+// warning naming the unknown names it dropped (NoTools is dropped
+// silently); found is false when no layer had a list. With dedup, a name
+// is kept (and warned about) once.
+func firstToolList(cs []candidate, dedup bool) (kept []string, found bool, issues []issue) {
 	for _, c := range cs {
 		names, ok := toolNames(c.value)
 		if !ok {
@@ -186,14 +178,14 @@ func resolvePolicyList(name string, cs []candidate) ([]string, []issue) {
 		if len(names) == 0 {
 			continue
 		}
-		kept := []string{}
+		kept = []string{}
 		var unknown []string
 		for _, n := range names {
 			switch {
-			case slices.Contains(kept, n):
+			case dedup && slices.Contains(kept, n):
 			case slices.Contains(tools.Allowlist, n):
 				kept = append(kept, n)
-			case n != NoTools && !slices.Contains(unknown, n):
+			case n != NoTools && !(dedup && slices.Contains(unknown, n)):
 				unknown = append(unknown, n)
 			}
 		}
@@ -201,12 +193,9 @@ func resolvePolicyList(name string, cs []candidate) ([]string, []issue) {
 			issues = append(issues, issue{c, "names tools outside the allowlist (" +
 				strings.Join(tools.Allowlist, ", ") + "), dropped: " + capRunes(strings.Join(unknown, ","), maxShown)})
 		}
-		if name == "allow" && len(kept) == 0 {
-			kept = []string{NoTools}
-		}
-		return kept, issues
+		return kept, true, issues
 	}
-	return []string{}, issues
+	return nil, false, issues
 }
 
 // resolvePath: the first non-blank value that names a usable path wins,
