@@ -33,6 +33,37 @@ func ringHost(t *testing.T, b *Bells) {
 	require.NoError(t, err)
 }
 
+// floodWithRequest rings the request bell as fast as it can for 300 ms,
+// publishes request 1 (and rings for it) in the middle, and returns how
+// many rings the flood made.
+func floodWithRequest(t *testing.T, h *harness, b *Bells) int64 {
+	t.Helper()
+	stop := make(chan struct{})
+	flooded := make(chan int64)
+	go func() {
+		var n int64
+		w := b.ChildFiles()[0]
+		one := []byte{1}
+		for {
+			select {
+			case <-stop:
+				flooded <- n
+				return
+			default:
+			}
+			if _, err := w.Write(one); err == nil {
+				n++
+			}
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	h.request(1, "read", map[string]any{"text": "through the flood"})
+	ringHost(t, b)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	return <-flooded
+}
+
 func TestServeSweepsOnAWakeUpAndRingsBack(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	b := h.withBells()
@@ -142,31 +173,7 @@ func TestServeSurvivesABellFloodAndStillAnswers(t *testing.T) {
 	exited := make(chan struct{})
 	done := h.serveAsync(context.Background(), exited)
 
-	stop := make(chan struct{})
-	flooded := make(chan int64)
-	go func() {
-		var n int64
-		w := b.ChildFiles()[0]
-		one := []byte{1}
-		for {
-			select {
-			case <-stop:
-				flooded <- n
-				return
-			default:
-			}
-			if _, err := w.Write(one); err == nil {
-				n++
-			}
-		}
-	}()
-	// The flood runs for 300 ms; a real request arrives in its middle.
-	time.Sleep(100 * time.Millisecond)
-	h.request(1, "read", map[string]any{"text": "through the flood"})
-	ringHost(t, b)
-	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	rings := <-flooded
+	rings := floodWithRequest(t, h, b)
 	waitFor(t, "the answer", func() bool { _, ok := h.response(1); return ok })
 	close(exited)
 	stats := <-done

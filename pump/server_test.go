@@ -602,30 +602,7 @@ func TestServerSurvivesABellFloodAndStillAnswers(t *testing.T) {
 	h.cfg.onSweep = func(int) { sweeps.Add(1) }
 	srv := h.start()
 
-	stop := make(chan struct{})
-	flooded := make(chan int64)
-	go func() {
-		var n int64
-		w := b.ChildFiles()[0]
-		one := []byte{1}
-		for {
-			select {
-			case <-stop:
-				flooded <- n
-				return
-			default:
-			}
-			if _, err := w.Write(one); err == nil {
-				n++
-			}
-		}
-	}()
-	time.Sleep(100 * time.Millisecond)
-	h.request(1, "read", map[string]any{"text": "through the flood"})
-	ringHost(t, b)
-	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	rings := <-flooded
+	rings := floodWithRequest(t, h, b)
 	waitFor(t, "the answer", h.answered(1))
 
 	assert.Equal(t, "through the flood", h.mustResponse(1).Content)
