@@ -85,6 +85,20 @@ publish("notify-1.json", {"n": 1, "msg": "done"})
 print(json.dumps(out))
 `
 
+// startShimLike starts python on shimLike over h's directory with b's
+// child ends, which it then closes on the host's side.
+func startShimLike(ctx context.Context, t *testing.T, python string, h *harness, b *Bells) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, python, "-c", shimLike, h.dir, h.token)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.ExtraFiles = b.ChildFiles()
+	cmd.WaitDelay = time.Second
+	require.NoError(t, cmd.Start())
+	require.NoError(t, b.CloseChildEnds())
+	return cmd, &stdout, &stderr
+}
+
 func TestServeSpeaksTheBridgeWithARealPython(t *testing.T) {
 	python := findPython(t)
 	h := newHarness(t, echoTool("read"))
@@ -94,13 +108,7 @@ func TestServeSpeaksTheBridgeWithARealPython(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, python, "-c", shimLike, h.dir, h.token)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.ExtraFiles = b.ChildFiles()
-	cmd.WaitDelay = time.Second
-	require.NoError(t, cmd.Start())
-	require.NoError(t, b.CloseChildEnds())
+	cmd, stdout, stderr := startShimLike(ctx, t, python, h, b)
 	exited := make(chan struct{})
 	waited := make(chan error, 1)
 	go func() {
@@ -177,13 +185,7 @@ func TestServerSpeaksTheBridgeWithARealPython(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, python, "-c", shimLike, h.dir, h.token)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.ExtraFiles = b.ChildFiles()
-	cmd.WaitDelay = time.Second
-	require.NoError(t, cmd.Start())
-	require.NoError(t, b.CloseChildEnds())
+	cmd, stdout, stderr := startShimLike(ctx, t, python, h, b)
 	require.NoError(t, cmd.Wait(), "python stderr: %s", stderr.String())
 
 	// The cell has ended: abort, then the teardown read.
