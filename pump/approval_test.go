@@ -43,6 +43,13 @@ type prompter struct {
 	count  atomic.Int64
 }
 
+// gateRead puts read behind approval, answered by p through a broker of
+// its own.
+func gateRead(t *testing.T, h *harness, p *prompter) {
+	h.cfg.Approvals = startBroker(t, p)
+	h.cfg.Policy = tools.Policy{RequireApproval: []string{"read"}}
+}
+
 func newPrompter(answer approval.Decision) *prompter {
 	return &prompter{answer: answer, asked: make(chan approval.Request, 64)}
 }
@@ -175,8 +182,7 @@ func TestAFailedApprovalIsLoggedByCauseNeverByTheApproversWords(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	logs := h.captureLog()
 	p := &prompter{err: errors.New("secret-ish host detail"), asked: make(chan approval.Request, 1)}
-	h.cfg.Approvals = startBroker(t, p)
-	h.cfg.Policy = tools.Policy{RequireApproval: []string{"read"}}
+	gateRead(t, h, p)
 	h.request(1, "read", nil)
 	h.sweep()
 	req := p.next(t)
@@ -225,8 +231,7 @@ func TestWithoutABrokerOrAPolicyNothingIsGated(t *testing.T) {
 func TestApproverReceivesTheApprovalIDAllocatedAtClaimTime(t *testing.T) {
 	h := newHarness(t, echoTool("read"), echoTool("ls"))
 	p := newPrompter(approval.ApproveOnce)
-	h.cfg.Approvals = startBroker(t, p)
-	h.cfg.Policy = tools.Policy{RequireApproval: []string{"read"}}
+	gateRead(t, h, p)
 	h.cfg.ApprovalContext = ApprovalContext{SessionID: "sess-1", AgentID: "agent-1", Timeout: time.Hour}
 	h.request(1, "read", map[string]any{"text": "hi"})
 	h.request(2, "ls", nil)
@@ -384,8 +389,7 @@ func TestApproveSessionLetsTheSameCallRunLaterWithoutAPrompt(t *testing.T) {
 			h := newHarness(t, read)
 			h.cfg.PollInterval = time.Millisecond
 			p := newPrompter(approval.ApproveSession)
-			h.cfg.Approvals = startBroker(t, p)
-			h.cfg.Policy = tools.Policy{RequireApproval: []string{"read"}}
+			gateRead(t, h, p)
 			h.cfg.ApprovalContext = ApprovalContext{SessionID: "sess-1", AgentID: "agent-1"}
 
 			st := mode.run(t, h)
@@ -406,8 +410,7 @@ func TestApprovalDenialIsCountedAsDeniedInBothModes(t *testing.T) {
 			h := newHarness(t, read)
 			h.cfg.PollInterval = time.Millisecond
 			p := newPrompter(approval.Deny)
-			h.cfg.Approvals = startBroker(t, p)
-			h.cfg.Policy = tools.Policy{RequireApproval: []string{"read"}}
+			gateRead(t, h, p)
 
 			st := mode.run(t, h)
 			for id := int64(1); id <= 2; id++ {
