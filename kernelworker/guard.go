@@ -38,30 +38,40 @@ type guard struct {
 	exited chan struct{} // closed once the current guard is reaped
 	live   map[int]struct{}
 	closed bool
-	// first is closed once the first start was tried.
-	first chan struct{}
+	// first is closed once the first start was tried, or once close found
+	// that none ever was.
+	first     chan struct{}
+	firstOnce sync.Once
 	// env is the host's environment when the Spawner was made: a guard
-	// started later, in the background or as a replacement, gets the same.
+	// started later, with the first child or as a replacement, gets the
+	// same.
 	env []string
 }
 
-// newGuard starts the guard in the background: the fork and exec take
-// about half a millisecond that a host starting up need not wait for. The
-// first add waits for it (it takes the lock first).
+// newGuard prepares the host's side; the guard process itself starts with
+// the first child (prepare), so a runtime that never runs python never has
+// one.
 func newGuard() *guard {
-	g := &guard{
+	return &guard{
 		live:  map[int]struct{}{},
 		first: make(chan struct{}),
 		env:   append(os.Environ(), reexec.GuardEnv+"=1"),
 	}
-	g.mu.Lock()
-	go func() {
-		defer close(g.first)
-		defer g.mu.Unlock()
-		// A failure here is retried by the first add, which reports it.
-		_ = g.startLocked()
-	}()
-	return g
+}
+
+// prepare starts the first guard in the background, once: its fork and
+// exec overlap the child's own, and the child's add waits for it (the
+// start holds the lock).
+func (g *guard) prepare() {
+	g.firstOnce.Do(func() {
+		g.mu.Lock()
+		go func() {
+			defer close(g.first)
+			defer g.mu.Unlock()
+			// A failure here is retried by the add, which reports it.
+			_ = g.startLocked()
+		}()
+	})
 }
 
 // startLocked starts a guard and tells it every live session.
@@ -161,6 +171,7 @@ func (g *guard) sendLocked(op byte, sid int) error {
 // are still registered (none, when every child was stopped first) and
 // exits.
 func (g *guard) close() {
+	g.firstOnce.Do(func() { close(g.first) }) // no guard was ever started
 	<-g.first
 	g.mu.Lock()
 	g.closed = true

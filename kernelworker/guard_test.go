@@ -56,13 +56,14 @@ time.sleep(600)`)
 	assert.True(t, strings.HasPrefix(out.String(), "grandchild "))
 }
 
-// The guard starts in the background but with the environment the host
-// had when it made the Spawner, so what marks a host's processes marks its
-// guard too.
+// The guard starts with the first child, but with the environment the
+// host had when it made the Spawner, so what marks a host's processes
+// marks its guard too.
 func TestGuardGetsTheEnvironmentOfTheSpawnersCreation(t *testing.T) {
 	t.Setenv("KERNELWORKER_TEST_GUARD_ENV", "at-creation")
 	sp := newSpawner(t)
 	t.Setenv("KERNELWORKER_TEST_GUARD_ENV", "changed-later")
+	startPython(t, sp, Limits{}, "import time; time.sleep(600)")
 	<-sp.guard.first
 	sp.guard.mu.Lock()
 	pid := sp.guard.proc.Pid
@@ -74,4 +75,16 @@ func TestGuardGetsTheEnvironmentOfTheSpawnersCreation(t *testing.T) {
 		return bytes.Contains(env, []byte(reexec.GuardEnv+"=1"))
 	}, hangGuard, 5*time.Millisecond)
 	assert.Contains(t, string(env), "KERNELWORKER_TEST_GUARD_ENV=at-creation\x00")
+}
+
+// A Spawner that never starts a child never starts a guard, and closes at
+// once.
+func TestSpawnerWithoutChildrenHasNoGuard(t *testing.T) {
+	t.Setenv("KERNELWORKER_TEST_GUARD_ENV", "idle-spawner")
+	sp := NewSpawner()
+	sp.Close()
+	sp.guard.mu.Lock()
+	defer sp.guard.mu.Unlock()
+	assert.Nil(t, sp.guard.proc)
+	assert.Empty(t, proctest.Marked("KERNELWORKER_TEST_GUARD_ENV", "idle-spawner"))
 }

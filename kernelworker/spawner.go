@@ -233,6 +233,7 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		}
 		return nil, err
 	}
+	s.guard.prepare()
 	select {
 	case s.reqs <- req:
 	case <-s.quit:
