@@ -11,4 +11,7 @@ var (
 	ErrPython        = errors.New("python3 is not usable")
 	ErrWorkspace     = errors.New("execute_code could not create its private workspace")
 	ErrClosed        = errors.New("execute_code runtime is closed")
+	// ErrConfig reports a configuration New cannot honour; the message
+	// names the key.
+	ErrConfig = errors.New("invalid execute_code configuration")
 )

@@ -123,7 +123,11 @@ type Runtime struct {
 }
 
 // New builds a runtime for cfg. It starts nothing until the first call.
+// A configuration it cannot honour is an error wrapping ErrConfig.
 func New(cfg config.Config, opts ...Option) (*Runtime, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
 	r := &Runtime{cfg: cfg, log: zerolog.Nop(), wakeups: true, approver: denyAll,
 		journalSize: introspect.DefaultJournalSize, reapInterval: defaultReapInterval}
 	for _, o := range opts {
@@ -159,6 +163,16 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	r.spawner = kernelworker.NewSpawner()
 	r.observe()
 	return r, nil
+}
+
+// checkConfig refuses what the runtime would otherwise ignore. A sandbox
+// that is asked for but not applied would run scripts unconfined while the
+// operator believes they are confined, so it fails closed.
+func checkConfig(cfg config.Config) error {
+	if cfg.Sandbox != config.SandboxNone {
+		return fmt.Errorf("%w: sandbox = %q is not available in this build; scripts would run unconfined, so set sandbox = \"\" (LEMON_EXECUTE_CODE_SANDBOX)", ErrConfig, cfg.Sandbox)
+	}
+	return nil
 }
 
 // Config is the configuration the runtime was built with.

@@ -113,6 +113,7 @@ func TestRunUsageErrorsNameTheBadInputAndExit2(t *testing.T) {
 	badTOML := writeFile(t, dir, "bad.toml", "[runtime.tools.execute_code]\ntimeout_ms = [1]\n")
 	broken := writeFile(t, dir, "broken.toml", "[runtime.tools.execute_code\n")
 	off := writeFile(t, dir, "off.toml", "[runtime.tools.execute_code]\nenabled = false\n")
+	landlock := writeFile(t, dir, "landlock.toml", "[runtime.tools.execute_code]\nsandbox = \"landlock\"\n")
 	cases := []struct {
 		name string
 		env  []string
@@ -129,6 +130,10 @@ func TestRunUsageErrorsNameTheBadInputAndExit2(t *testing.T) {
 		{"unparseable TOML", nil, []string{"run", "--config", broken, "-"}, "broken.toml"},
 		{"disabled explicitly", nil, []string{"run", "--config", off, "-"}, "execute_code is disabled"},
 		{"python missing", []string{"LEMON_EXECUTE_CODE_PYTHON_PATH=/nonexistent/python3"}, []string{"run", "-"}, "python_path not found: /nonexistent/python3"},
+		// Asked for but not applied, a sandbox would run scripts unconfined.
+		{"sandbox in the file", nil, []string{"run", "--config", landlock, "-"}, `sandbox = "landlock"`},
+		{"sandbox in the env", []string{"LEMON_EXECUTE_CODE_SANDBOX=landlock"}, []string{"run", "--mode", "session", "-"}, `sandbox = "landlock"`},
+		{"sandbox under serve", []string{"LEMON_EXECUTE_CODE_SANDBOX=landlock"}, []string{"serve"}, `sandbox = "landlock"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
