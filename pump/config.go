@@ -102,6 +102,11 @@ type Config struct {
 	// onStale, when set, is told of each abandoned sweep's late result
 	// the Server refused.
 	onStale func(gen uint64)
+	// claimed, when set, says whether this pump claimed id in a sweep
+	// whose accounting is not settled yet (a Server's live ledger), and
+	// for which tool. Without it only the stats' replay memory proves a
+	// claim.
+	claimed func(id int64) (tool string, ok bool)
 }
 
 const (

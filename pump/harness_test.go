@@ -139,6 +139,23 @@ func newHarness(t *testing.T, ts ...tools.Tool) *harness {
 	}
 }
 
+// keepLedger records the harness's claims in a ledger its sweeps consult,
+// as a Server's live ledger is.
+func (h *harness) keepLedger() {
+	ledger, mu := Ledger{}, &sync.Mutex{}
+	h.cfg.OnClaim = func(id int64, kind ClaimKind, tool string) {
+		mu.Lock()
+		defer mu.Unlock()
+		ledger.Record(id, kind, tool)
+	}
+	h.cfg.claimed = func(id int64) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		e, ok := ledger[id]
+		return e.Tool, ok && e.Kind == ClaimClaimed
+	}
+}
+
 // publish writes a file the way a script does: a temp file renamed onto
 // the final name.
 func (h *harness) publish(name string, body []byte) {

@@ -1,7 +1,6 @@
 package pump
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 )
@@ -13,7 +12,9 @@ const markerDeleteAttempts = 3
 // Recover pays each dead claim's debt exactly once (bridge.md §6.4):
 // regular-file claim markers first, then ledger entries, both deduplicated
 // by the replay memory. It writes answers; it never dispatches. Planted
-// directories and symlinks at marker names are ignored outright. Recover
+// directories and symlinks at marker names are ignored outright, and a
+// regular marker charges only an id this pump claimed (see
+// recoverMarkers). Recover
 // is what a session owner runs after a sweep it abandoned; Sweep runs the
 // marker half itself with an empty ledger.
 func Recover(cfg Config, stats *Stats, ledger Ledger) error {
@@ -27,6 +28,15 @@ func Recover(cfg Config, stats *Stats, ledger Ledger) error {
 	return nil
 }
 
+// recoverMarkers settles the regular-file markers a listing found. A
+// marker is evidence only of a claim this pump made: its id is in the
+// replay memory (cleanup only), or in the ledger as claimed (charged, with
+// the ledger's tool). Any other marker was planted: the directory is
+// script-writable, and a script of this run or another may put a marker
+// next to a forged response to buy accounting for a call that never ran.
+// It is removed and counted as an error, never as a call or a tool, and
+// its id is not burnt, so the script's own request with that id still
+// runs.
 func (s *sweeper) recoverMarkers(markers []entry, ledger Ledger) {
 	stats := s.stats
 	sortEntries(markers)
@@ -36,18 +46,23 @@ func (s *sweeper) recoverMarkers(markers []entry, ledger Ledger) {
 			continue
 		}
 		id := e.n
-		if stats.seen(id) {
+		tool, claimed := s.claimedTool(ledger, id)
+		switch {
+		case stats.seen(id):
 			// Cleanup only: the id was charged by whoever remembered it.
 			s.ensureAnswered(id, MsgInterrupted)
-		} else if content, ok := s.readSuccess(id); ok {
-			stats.Calls++
-			stats.Bytes += int64(len(content))
-			stats.useTool(s.markerTool(ledger, id, e.name))
-			stats.remember(id)
-		} else {
-			s.ensureAnswered(id, MsgInterrupted)
-			stats.Calls++
+		case !claimed:
 			stats.Errors++
+		default:
+			if content, ok := s.readSuccess(id); ok {
+				stats.Calls++
+				stats.Bytes += int64(len(content))
+				s.useDispatched(tool)
+			} else {
+				s.ensureAnswered(id, MsgInterrupted)
+				stats.Calls++
+				stats.Errors++
+			}
 			stats.remember(id)
 		}
 		for range markerDeleteAttempts {
@@ -58,23 +73,25 @@ func (s *sweeper) recoverMarkers(markers []entry, ledger Ledger) {
 	}
 }
 
-// markerTool names the tool a recovered success ran: the ledger's claimed
-// entry when there is one (host-owned beats script-writable), else the
-// marker body's own "tool" string.
-func (s *sweeper) markerTool(ledger Ledger, id int64, name string) string {
+// claimedTool says whether this pump claimed id, and for which tool: the
+// settlement's ledger first, then the live one. Both are host memory the
+// script cannot reach; a marker's own body is never believed.
+func (s *sweeper) claimedTool(ledger Ledger, id int64) (string, bool) {
 	if e, ok := ledger[id]; ok && e.Kind == ClaimClaimed {
-		return e.Tool
+		return e.Tool, true
 	}
-	body, err := readBounded(s.path(name), false, maxRequestBytes)
-	if err != nil {
-		return ""
+	if s.cfg.claimed != nil {
+		return s.cfg.claimed(id)
 	}
-	var fields map[string]json.RawMessage
-	var tool string
-	if json.Unmarshal(body, &fields) != nil || !isJSONString(fields["tool"]) || json.Unmarshal(fields["tool"], &tool) != nil {
-		return ""
+	return "", false
+}
+
+// useDispatched records a recovered call's tool, only if it is one this
+// bridge serves: recovery must never list a tool no dispatch could run.
+func (s *sweeper) useDispatched(tool string) {
+	if t, ok := s.cfg.Tools[tool]; ok && t != nil {
+		s.stats.useTool(tool)
 	}
-	return tool
 }
 
 func (s *sweeper) recoverLedger(ledger Ledger) {
@@ -90,7 +107,7 @@ func (s *sweeper) recoverLedger(ledger Ledger) {
 		case ClaimClaimed:
 			if content, ok := s.readSuccess(id); ok {
 				stats.Bytes += int64(len(content))
-				stats.useTool(e.Tool)
+				s.useDispatched(e.Tool)
 				continue
 			}
 			// The tool may have run with effects no evidence records.

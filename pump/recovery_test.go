@@ -50,6 +50,7 @@ func TestSymlinkedRequestIsNeverDispatched(t *testing.T) {
 func killMidWave(t *testing.T) (*harness, *blocker) {
 	b := newBlocker("read")
 	h := newHarness(t, b)
+	h.keepLedger()
 	for id := int64(1); id <= 3; id++ {
 		h.request(id, "read", nil)
 	}
@@ -74,6 +75,8 @@ func TestSuccessorSweepAnswersAKilledSweepsClaimsAsInterrupted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h, b := killMidWave(t)
 			if freshStats {
+				// As a Server loses an abandoned sweep's copy of the
+				// stats: only its ledger proves the claims.
 				h.stats = NewStats()
 			}
 			h.sweep()
@@ -100,11 +103,11 @@ func TestSuccessorSweepAnswersAKilledSweepsClaimsAsInterrupted(t *testing.T) {
 }
 
 func TestRecoverRestoresRealAccountingFromASurvivingResponse(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, echoTool("read"))
 	h.publish(MarkerName(1), mustJSON(t, map[string]any{"token": h.token, "tool": "read"}))
 	resp := []byte(`{"id":1,"ok":true,"content":"hello"}`)
 	h.publish(ResponseName(1), resp)
-	require.NoError(t, Recover(h.cfg, &h.stats, nil))
+	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "read"}}))
 
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.EqualValues(t, 5, h.stats.Bytes)
@@ -115,6 +118,44 @@ func TestRecoverRestoresRealAccountingFromASurvivingResponse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, resp, data, "the response is left as is")
 	assert.False(t, h.exists(MarkerName(1)))
+}
+
+// A marker is evidence only of this pump's own claim. A script (of this
+// run, or another session writing into this bridge) that plants one next
+// to a forged success buys no call, no bytes and no tool.
+func TestRecoverNeverChargesAPlantedMarker(t *testing.T) {
+	for name, recoverWith := range map[string]func(h *harness){
+		"the next sweep":     func(h *harness) { h.sweep() },
+		"a server's recover": func(h *harness) { require.NoError(t, Recover(h.cfg, &h.stats, Ledger{})) },
+		"a live ledger that never claimed it": func(h *harness) {
+			h.keepLedger()
+			h.sweep()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			read := echoTool("read")
+			h := newHarness(t, read)
+			h.publish(MarkerName(1), mustJSON(t, map[string]any{"token": h.token, "tool": "bash-rm-rf"}))
+			forged := []byte(`{"id":1,"ok":true,"content":"rm -rf done"}`)
+			h.publish(ResponseName(1), forged)
+			recoverWith(h)
+
+			assert.Zero(t, h.stats.Calls)
+			assert.Zero(t, h.stats.Bytes)
+			assert.Empty(t, h.stats.SortedTools())
+			assert.Equal(t, 1, h.stats.Errors, "a planted marker is an error")
+			assert.False(t, h.exists(MarkerName(1)), "the planted marker is removed")
+
+			// The id is not burnt: the script's own call with it runs.
+			require.NoError(t, os.Remove(h.path(ResponseName(1))))
+			h.request(1, "read", nil)
+			h.sweep()
+			assert.True(t, h.mustResponse(1).OK)
+			assert.Equal(t, 1, h.stats.Calls)
+			assert.Equal(t, []string{"read"}, h.stats.SortedTools())
+			assert.EqualValues(t, 1, read.runs.Load())
+		})
+	}
 }
 
 func TestRecoverIgnoresPlantedMarkerDirectoriesAndLinks(t *testing.T) {
@@ -151,7 +192,7 @@ func TestUndeletableMarkerIsChargedOnce(t *testing.T) {
 		return syscall.Unlink(path)
 	}
 	h.publish(MarkerName(1), []byte(`{"tool":"read"}`))
-	require.NoError(t, Recover(h.cfg, &h.stats, nil))
+	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "read"}}))
 	assert.Equal(t, 3, attempts, "one attempt and two retries")
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)
@@ -180,7 +221,7 @@ func TestLedgerClaimWithoutEvidenceIsInterruptedAndFlagsLoss(t *testing.T) {
 }
 
 func TestLedgerClaimWithSurvivingSuccessRestoresAccountingWithoutLoss(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, echoTool("webfetch"))
 	h.publish(ResponseName(1), []byte(`{"id":1,"ok":true,"content":"page text"}`))
 	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "webfetch"}}))
 	assert.Equal(t, 1, h.stats.Calls)
@@ -191,7 +232,7 @@ func TestLedgerClaimWithSurvivingSuccessRestoresAccountingWithoutLoss(t *testing
 }
 
 func TestLedgerToolBeatsAForgedMarkerBody(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, echoTool("read"), echoTool("webfetch"))
 	h.publish(MarkerName(1), []byte(`{"tool":"read"}`))
 	h.publish(ResponseName(1), []byte(`{"id":1,"ok":true,"content":"x"}`))
 	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "webfetch"}}))

@@ -56,6 +56,17 @@ type Server struct {
 	flight *flight
 }
 
+// claimedLive looks id up in the ledger not yet taken by a settlement:
+// the claims of a sweep still in flight or abandoned since. The ledger
+// hears of a claim before its marker is published, so a marker this
+// server made is always found here or in the settled stats.
+func (s *Server) claimedLive(id int64) (string, bool) {
+	s.ledgerMu.Lock()
+	defer s.ledgerMu.Unlock()
+	e, ok := s.ledger[id]
+	return e.Tool, ok && e.Kind == ClaimClaimed
+}
+
 // flight is the sweep in progress.
 type flight struct {
 	gen      uint64
@@ -107,6 +118,7 @@ func StartServer(cfg Config) (*Server, error) {
 		}
 	}
 	cfg.tasks = s.tasks
+	cfg.claimed = s.claimedLive
 	s.cfg = cfg.settled()
 	s.cell, s.abortCell = context.WithCancel(context.Background())
 	s.wake, s.unsubscribe = cfg.Bells.Subscribe()
