@@ -1,0 +1,300 @@
+package reexec
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A session sweep kills every process of some sessions, however its
+// members moved between process groups: a process can leave its
+// session only by starting one of its own (setsid), and it can join one
+// only by being forked from a member, so a session's members are exactly
+// the descendants of its leader that never called setsid. The kernel
+// lists no session's members, so a sweep reads /proc.
+//
+// /proc is no snapshot: a member may fork and exit between a pass
+// listing it and reading it, and its child, younger than the listing,
+// is then seen by neither. So one quiet pass proves nothing once a
+// member was seen: a sweep that killed someone ends only after two
+// passes in a row found no live member.
+
+// SweepResult is what one sweep did.
+type SweepResult struct {
+	Passes int // full /proc passes
+	Killed int // processes sent SIGKILL
+	// Complete is false when the bound ran out while members were still
+	// found (a fork storm, or a member stuck in the kernel ignoring its
+	// SIGKILL).
+	Complete bool
+}
+
+// sweepPoll is how long a sweep waits between passes while the
+// processes it killed are still dying: SIGKILL takes effect when the
+// target next runs, which on a loaded machine can take milliseconds.
+const sweepPoll = time.Millisecond
+
+// KillSessions kills every live process whose session is one of ids (and,
+// with groups, every one whose process group is), pass after pass until
+// two passes in a row find no live member, or within has passed. The
+// caller must keep each id pinned while it sweeps (an unreaped zombie
+// leader does, as does any live member), so that no stranger can have
+// taken the id: only a process whose stat names the id is signalled, and
+// through a pidfd opened before that stat was read, so a pid reused in
+// between is never hit.
+func KillSessions(ids []int, groups bool, within time.Duration) SweepResult {
+	var res SweepResult
+	if len(ids) == 0 {
+		return res
+	}
+	if groups {
+		for _, id := range ids {
+			_ = unix.Kill(-id, unix.SIGKILL)
+		}
+	}
+	s, err := newScanner()
+	if err != nil {
+		// No /proc: nothing can be found, and only the group kills above
+		// were possible.
+		return SweepResult{Complete: false}
+	}
+	defer s.close()
+	deadline := time.Now().Add(within)
+	quiet := 0
+	for {
+		live, killed := s.pass(ids, groups)
+		res.Passes++
+		res.Killed += killed
+		switch {
+		case live > 0:
+			quiet = 0
+		case res.Killed == 0:
+			// Nobody was ever found: no member existed to fork one
+			// that a pass could miss.
+			res.Complete = true
+			return res
+		default:
+			if quiet++; quiet == 2 {
+				res.Complete = true
+				return res
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return res
+		}
+		if live > 0 && killed == 0 {
+			// Only the dying are left: let them run to their end.
+			time.Sleep(sweepPoll)
+		}
+	}
+}
+
+// scanner reads /proc with raw getdents and one stat read per process,
+// reusing its buffers across passes.
+type scanner struct {
+	proc int // /proc, open
+	self int
+	dents,
+	stat []byte
+	name []byte
+	// dying are the processes this sweep sent SIGKILL (pid to start
+	// time): seen again, they are waited for, not counted as new.
+	dying map[int]uint64
+}
+
+func newScanner() (*scanner, error) {
+	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &scanner{proc: fd, self: unix.Getpid(), dents: make([]byte, 16<<10), stat: make([]byte, 1024), name: make([]byte, 0, 32), dying: map[int]uint64{}}, nil
+}
+
+func (s *scanner) close() { unix.Close(s.proc) }
+
+// pass lists /proc once, kills every live member it has not killed
+// before, and reports the live members it saw (killed now, or dying of
+// an earlier pass's kill) and how many it killed. The listing is read a buffer at a time
+// and each entry examined at once, so the window in which a member can
+// fork and exit unseen is short, and a child forked meanwhile with a
+// higher pid is still listed later in the same pass.
+func (s *scanner) pass(ids []int, groups bool) (live, killed int) {
+	if _, err := unix.Seek(s.proc, 0, 0); err != nil {
+		return 0, 0
+	}
+	for {
+		n, err := unix.Getdents(s.proc, s.dents)
+		if err != nil || n <= 0 {
+			return live, killed
+		}
+		for b := s.dents[:n]; len(b) >= 19; {
+			reclen := int(b[16]) | int(b[17])<<8
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			pid, ok := pidName(b[19:reclen])
+			b = b[reclen:]
+			if !ok || pid == s.self {
+				continue
+			}
+			st, ok := s.read(pid)
+			if !ok || st.zombie || !member(st, ids, groups) {
+				continue
+			}
+			live++
+			if start, ok := s.dying[pid]; ok && start == st.start {
+				continue // killed by an earlier pass, not dead yet
+			}
+			if s.kill(pid, st, ids, groups) {
+				s.dying[pid] = st.start
+				killed++
+			}
+		}
+	}
+}
+
+// kill signals pid through a pidfd, after checking through that pidfd's
+// process that it is still the member the listing showed.
+func (s *scanner) kill(pid int, seen procStat, ids []int, groups bool) bool {
+	pfd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ENOSYS) {
+		// A kernel before 5.3: the window between the stat read and the
+		// kill is microseconds, far shorter than a cycle of the pid space.
+		return unix.Kill(pid, unix.SIGKILL) == nil
+	}
+	if err != nil {
+		return false // gone already
+	}
+	defer unix.Close(pfd)
+	// The pidfd names one process for good; if it is the one whose stat
+	// was read (same start time), it is the member.
+	now, ok := s.read(pid)
+	if !ok || now.start != seen.start || !member(now, ids, groups) {
+		return false
+	}
+	return unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0) == nil
+}
+
+func member(st procStat, ids []int, groups bool) bool {
+	for _, id := range ids {
+		if st.session == id || (groups && st.pgrp == id) {
+			return true
+		}
+	}
+	return false
+}
+
+// pidName parses a NUL-terminated /proc entry name that is a pid.
+func pidName(name []byte) (int, bool) {
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	if len(name) == 0 || len(name) > 10 {
+		return 0, false
+	}
+	pid := 0
+	for _, c := range name {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		pid = pid*10 + int(c-'0')
+	}
+	return pid, pid > 0
+}
+
+type procStat struct {
+	pgrp, session int
+	start         uint64 // clock ticks after boot: with the pid, names one process
+	zombie        bool
+}
+
+// read reads /proc/<pid>/stat.
+func (s *scanner) read(pid int) (procStat, bool) {
+	s.name = appendPid(s.name[:0], pid)
+	s.name = append(s.name, "/stat"...)
+	fd, err := unix.Openat(s.proc, string(s.name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return procStat{}, false
+	}
+	n, err := unix.Read(fd, s.stat)
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return procStat{}, false
+	}
+	return parseStat(s.stat[:n])
+}
+
+func appendPid(b []byte, pid int) []byte {
+	var d [20]byte
+	i := len(d)
+	for {
+		i--
+		d[i] = byte('0' + pid%10)
+		if pid /= 10; pid == 0 {
+			break
+		}
+	}
+	return append(b, d[i:]...)
+}
+
+// parseStat reads state (field 3), pgrp (5), session (6) and starttime
+// (22) of proc(5)'s stat line. The command name in parentheses may hold
+// anything, so the fields are counted from its last ')'.
+func parseStat(b []byte) (procStat, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	var st procStat
+	b = b[i+1:]
+	for field := 0; field <= 19; field++ {
+		for len(b) > 0 && b[0] == ' ' {
+			b = b[1:]
+		}
+		end := bytes.IndexByte(b, ' ')
+		if end < 0 {
+			end = len(b)
+		}
+		f := b[:end]
+		b = b[end:]
+		if len(f) == 0 {
+			return procStat{}, false
+		}
+		var ok bool
+		switch field {
+		case 0:
+			st.zombie = f[0] == 'Z' || f[0] == 'X'
+			ok = true
+		case 2:
+			st.pgrp, ok = atoi(f)
+		case 3:
+			st.session, ok = atoi(f)
+		case 19:
+			var v int
+			v, ok = atoi(bytes.TrimRight(f, "\n"))
+			st.start = uint64(v)
+		default:
+			ok = true
+		}
+		if !ok {
+			return procStat{}, false
+		}
+	}
+	return st, true
+}
+
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	v := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
