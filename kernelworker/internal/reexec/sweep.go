@@ -3,6 +3,7 @@ package reexec
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,10 +17,14 @@ import (
 // lists no session's members, so a sweep reads /proc.
 //
 // /proc is no snapshot: a member may fork and exit between a pass
-// listing it and reading it, and its child, younger than the listing,
-// is then seen by neither. So one quiet pass proves nothing once a
-// member was seen: a sweep that killed someone ends only after two
-// passes in a row found no live member.
+// listing it and reading it, and its child, younger than the listing
+// but with a pid it has passed (the pid space wraps), is then seen by
+// neither. Three things keep that from ending a sweep early: the listing
+// is read a few entries at a time, each examined at once, so the window
+// is short and a child with a higher pid is still listed in the same
+// pass; a member seen as a zombie for the first time counts as seen,
+// since it may have just forked; and once anything was seen, a sweep ends
+// only after two passes in a row saw nothing new.
 
 // SweepResult is what one sweep did.
 type SweepResult struct {
@@ -36,9 +41,20 @@ type SweepResult struct {
 // target next runs, which on a loaded machine can take milliseconds.
 const sweepPoll = time.Millisecond
 
+// minSweepPasses are made whatever the bound: on a machine so loaded
+// that one pass outlasts the bound, a sweep still gets its confirming
+// passes.
+const minSweepPasses = 4
+
+// dentsBuffer is how much of the /proc listing one getdents call reads:
+// about 80 entries, examined before the next are listed.
+const dentsBuffer = 2 << 10
+
 // KillSessions kills every live process whose session is one of ids (and,
 // with groups, every one whose process group is), pass after pass until
-// two passes in a row find no live member, or within has passed. The
+// a pass finds no member at all, or, once one was seen, until two passes
+// in a row find no live member and no new zombie; or until within has
+// passed (and at least minSweepPasses were made). The
 // caller must keep each id pinned while it sweeps (an unreaped zombie
 // leader does, as does any live member), so that no stranger can have
 // taken the id: only a process whose stat names the id is signalled, and
@@ -62,26 +78,20 @@ func KillSessions(ids []int, groups bool, within time.Duration) SweepResult {
 	}
 	defer s.close()
 	deadline := time.Now().Add(within)
-	quiet := 0
+	quiet, need := 0, 1
 	for {
-		live, killed := s.pass(ids, groups)
+		live, killed, fresh := s.pass(ids, groups)
 		res.Passes++
 		res.Killed += killed
-		switch {
-		case live > 0:
-			quiet = 0
-		case res.Killed == 0:
-			// Nobody was ever found: no member existed to fork one
-			// that a pass could miss.
-			res.Complete = true
-			return res
-		default:
-			if quiet++; quiet == 2 {
+		if live == 0 && fresh == 0 {
+			if quiet++; quiet >= need {
 				res.Complete = true
 				return res
 			}
+		} else {
+			quiet, need = 0, 2
 		}
-		if !time.Now().Before(deadline) {
+		if res.Passes >= minSweepPasses && !time.Now().Before(deadline) {
 			return res
 		}
 		if live > 0 && killed == 0 {
@@ -102,6 +112,9 @@ type scanner struct {
 	// dying are the processes this sweep sent SIGKILL (pid to start
 	// time): seen again, they are waited for, not counted as new.
 	dying map[int]uint64
+	// zombies are the members seen dead (pid to start time): only a new
+	// one may have forked something a pass missed.
+	zombies map[int]uint64
 }
 
 func newScanner() (*scanner, error) {
@@ -109,25 +122,23 @@ func newScanner() (*scanner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &scanner{proc: fd, self: unix.Getpid(), dents: make([]byte, 16<<10), stat: make([]byte, 1024), name: make([]byte, 0, 32), dying: map[int]uint64{}}, nil
+	return &scanner{proc: fd, self: unix.Getpid(), dents: make([]byte, dentsBuffer), stat: make([]byte, 1024), name: make([]byte, 0, 32), dying: map[int]uint64{}, zombies: map[int]uint64{}}, nil
 }
 
 func (s *scanner) close() { unix.Close(s.proc) }
 
 // pass lists /proc once, kills every live member it has not killed
 // before, and reports the live members it saw (killed now, or dying of
-// an earlier pass's kill) and how many it killed. The listing is read a buffer at a time
-// and each entry examined at once, so the window in which a member can
-// fork and exit unseen is short, and a child forked meanwhile with a
-// higher pid is still listed later in the same pass.
-func (s *scanner) pass(ids []int, groups bool) (live, killed int) {
+// an earlier pass's kill), how many it killed, and how many members it
+// saw as zombies for the first time.
+func (s *scanner) pass(ids []int, groups bool) (live, killed, fresh int) {
 	if _, err := unix.Seek(s.proc, 0, 0); err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for {
 		n, err := unix.Getdents(s.proc, s.dents)
 		if err != nil || n <= 0 {
-			return live, killed
+			return live, killed, fresh
 		}
 		for b := s.dents[:n]; len(b) >= 19; {
 			reclen := int(b[16]) | int(b[17])<<8
@@ -140,7 +151,15 @@ func (s *scanner) pass(ids []int, groups bool) (live, killed int) {
 				continue
 			}
 			st, ok := s.read(pid)
-			if !ok || st.zombie || !member(st, ids, groups) {
+			if !ok || !member(st, ids, groups) {
+				continue
+			}
+			if st.zombie {
+				// A leader's own zombie (it pins the id) is no news.
+				if start, ok := s.zombies[pid]; !slices.Contains(ids, pid) && (!ok || start != st.start) {
+					s.zombies[pid] = st.start
+					fresh++
+				}
 				continue
 			}
 			live++
