@@ -42,6 +42,7 @@ type ExitStatus struct {
 // pid). It leads its own session and process group, whose id is its pid.
 type Process struct {
 	pid        int
+	forks0     uint64                    // ForkCount before the fork; 0 if unknown
 	unguard    func(pid int, swept bool) // the guard forgets the session: see wait
 	out        *os.File
 	errOut     *os.File // nil unless Command.Stderr asked for a pipe of its own
@@ -166,7 +167,7 @@ func (p *Process) wait(pidc <-chan int) {
 		// Done, so no run or kernel ends with one left. Only the zombie
 		// pins the session id, so without it no sweep is safe. Outside
 		// the lock: Kill and Alive must not wait for /proc passes.
-		swept = reexec.KillSessions([]int{pid}, false, sessionSweepBound).Complete
+		swept = reexec.KillSession(pid, p.forks0, sessionSweepBound).Complete
 	}
 
 	p.mu.Lock()

@@ -248,6 +248,9 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		return nil, err
 	}
 	s.guard.prepare()
+	// Counted before the fork: the end-of-run sweep then knows how many
+	// pids can have been handed out since python's (see KillSession).
+	p.forks0, _ = reexec.ForkCount()
 	select {
 	case s.reqs <- req:
 	case <-s.quit:

@@ -3,6 +3,7 @@ package reexec
 import (
 	"bytes"
 	"errors"
+	"os"
 	"slices"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 // SweepResult is what one sweep did.
 type SweepResult struct {
 	Passes int // full /proc passes
+	Probes int // passes that probed only the pids allocated since the leader
 	Killed int // processes sent SIGKILL
 	// Complete is false when the bound ran out while members were still
 	// found (a fork storm, or a member stuck in the kernel ignoring its
@@ -61,6 +63,23 @@ const dentsBuffer = 2 << 10
 // through a pidfd opened before that stat was read, so a pid reused in
 // between is never hit.
 func KillSessions(ids []int, groups bool, within time.Duration) SweepResult {
+	return killSessions(ids, groups, 0, within)
+}
+
+// KillSession is KillSessions for the one session of a leader forked
+// after forks0 forks had been counted (ForkCount, read before the fork):
+// its members all have pids allocated after the leader's. While fewer
+// forks than the pid space holds have happened since, those pids lie
+// between the leader's and the last one allocated, and a pass probes just
+// that range, pid by pid, instead of listing every process: the cost of
+// the processes started meanwhile, not of all of them. Otherwise (forks0
+// 0, a possible wrap of the pid space, a range past maxProbes) a pass
+// lists /proc.
+func KillSession(sid int, forks0 uint64, within time.Duration) SweepResult {
+	return killSessions([]int{sid}, false, forks0, within)
+}
+
+func killSessions(ids []int, groups bool, forks0 uint64, within time.Duration) SweepResult {
 	var res SweepResult
 	if len(ids) == 0 {
 		return res
@@ -76,12 +95,20 @@ func KillSessions(ids []int, groups bool, within time.Duration) SweepResult {
 		// were possible.
 		return SweepResult{Complete: false}
 	}
+	if forks0 > 0 {
+		s.ringSize = pidRing()
+	}
 	defer s.close()
 	deadline := time.Now().Add(within)
 	quiet, need := 0, 1
 	for {
-		live, killed, fresh := s.pass(ids, groups)
-		res.Passes++
+		live, killed, fresh, probed := s.probePass(ids, forks0)
+		if !probed {
+			live, killed, fresh = s.pass(ids, groups)
+			res.Passes++
+		} else {
+			res.Probes++
+		}
 		res.Killed += killed
 		if live == 0 && fresh == 0 {
 			if quiet++; quiet >= need {
@@ -91,7 +118,7 @@ func KillSessions(ids []int, groups bool, within time.Duration) SweepResult {
 		} else {
 			quiet, need = 0, 2
 		}
-		if res.Passes >= minSweepPasses && !time.Now().Before(deadline) {
+		if res.Passes+res.Probes >= minSweepPasses && !time.Now().Before(deadline) {
 			return res
 		}
 		if live > 0 && killed == 0 {
@@ -115,6 +142,10 @@ type scanner struct {
 	// zombies are the members seen dead (pid to start time): only a new
 	// one may have forked something a pass missed.
 	zombies map[int]uint64
+	// ringSize is how many pids the allocator cycles through (0: unknown,
+	// so no pass probes).
+	ringSize int
+	small    []byte // /proc/loadavg and /proc/stat reads
 }
 
 func newScanner() (*scanner, error) {
@@ -122,7 +153,8 @@ func newScanner() (*scanner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &scanner{proc: fd, self: unix.Getpid(), dents: make([]byte, dentsBuffer), stat: make([]byte, 1024), name: make([]byte, 0, 32), dying: map[int]uint64{}, zombies: map[int]uint64{}}, nil
+	return &scanner{proc: fd, self: unix.Getpid(), dents: make([]byte, dentsBuffer), stat: make([]byte, 1024), name: make([]byte, 0, 32), dying: map[int]uint64{}, zombies: map[int]uint64{},
+		small: make([]byte, 64<<10)}, nil
 }
 
 func (s *scanner) close() { unix.Close(s.proc) }
@@ -147,31 +179,184 @@ func (s *scanner) pass(ids []int, groups bool) (live, killed, fresh int) {
 			}
 			pid, ok := pidName(b[19:reclen])
 			b = b[reclen:]
-			if !ok || pid == s.self {
-				continue
-			}
-			st, ok := s.read(pid)
-			if !ok || !member(st, ids, groups) {
-				continue
-			}
-			if st.zombie {
-				// A leader's own zombie (it pins the id) is no news.
-				if start, ok := s.zombies[pid]; !slices.Contains(ids, pid) && (!ok || start != st.start) {
-					s.zombies[pid] = st.start
-					fresh++
-				}
-				continue
-			}
-			live++
-			if start, ok := s.dying[pid]; ok && start == st.start {
-				continue // killed by an earlier pass, not dead yet
-			}
-			if s.kill(pid, st, ids, groups) {
-				s.dying[pid] = st.start
-				killed++
+			if ok {
+				s.examine(pid, ids, groups, &live, &killed, &fresh)
 			}
 		}
 	}
+}
+
+// examine kills pid if it is a live member not killed before, and counts
+// what it saw.
+func (s *scanner) examine(pid int, ids []int, groups bool, live, killed, fresh *int) {
+	if pid == s.self {
+		return
+	}
+	st, ok := s.read(pid)
+	if !ok || !member(st, ids, groups) {
+		return
+	}
+	if st.zombie {
+		// A leader's own zombie (it pins the id) is no news.
+		if start, ok := s.zombies[pid]; !slices.Contains(ids, pid) && (!ok || start != st.start) {
+			s.zombies[pid] = st.start
+			*fresh++
+		}
+		return
+	}
+	*live++
+	if start, ok := s.dying[pid]; ok && start == st.start {
+		return // killed by an earlier pass, not dead yet
+	}
+	if s.kill(pid, st, ids, groups) {
+		s.dying[pid] = st.start
+		*killed++
+	}
+}
+
+// maxProbes bounds a probing pass: past it, listing /proc is cheaper.
+const maxProbes = 4096
+
+// pidMin is where the allocator starts again after pid_max (the kernel's
+// RESERVED_PIDS).
+const pidMin = 300
+
+// probePass probes every pid allocated after ids[0], the leader's, up to
+// the last one allocated, following the allocator while members fork
+// during the pass. It reports probed false, having done nothing, when it
+// cannot vouch for that range: the pid space may have wrapped since the
+// leader's fork (as many forks as it holds, less a margin), or the range
+// is past maxProbes.
+func (s *scanner) probePass(ids []int, forks0 uint64) (live, killed, fresh int, probed bool) {
+	if forks0 == 0 || s.ringSize == 0 || len(ids) != 1 {
+		return 0, 0, 0, false
+	}
+	forks, ok := s.forkCount()
+	// Half the ring: whatever is allocated while this pass runs cannot
+	// close the rest of it.
+	if !ok || forks < forks0 || forks-forks0 >= uint64(s.ringSize/2) {
+		return 0, 0, 0, false
+	}
+	last, ok := s.lastPid()
+	if !ok {
+		return 0, 0, 0, false
+	}
+	sid := ids[0]
+	if s.distance(sid, last) > maxProbes {
+		return 0, 0, 0, false
+	}
+	p, n := sid, 0
+	for {
+		for p != last {
+			if p++; p >= pidMin+s.ringSize {
+				p = pidMin
+			}
+			if n++; n > maxProbes {
+				// A fork storm outran the probes: what was probed is
+				// handled, and the caller counts this as a pass that saw
+				// something, so another one follows.
+				return live + 1, killed, fresh, true
+			}
+			s.examine(p, ids, false, &live, &killed, &fresh)
+		}
+		next, ok := s.lastPid()
+		if !ok {
+			return live + 1, killed, fresh, true
+		}
+		if next == last {
+			return live, killed, fresh, true
+		}
+		last = next
+	}
+}
+
+// distance is how many pids the allocator hands out after from until it
+// hands out to.
+func (s *scanner) distance(from, to int) int {
+	if to >= from {
+		return to - from
+	}
+	return (pidMin + s.ringSize - from) + (to - pidMin)
+}
+
+// lastPid is the pid the allocator handed out last, in this namespace:
+// the last field of /proc/loadavg.
+func (s *scanner) lastPid() (int, bool) {
+	b, ok := s.readSmall("loadavg")
+	if !ok {
+		return 0, false
+	}
+	b = bytes.TrimRight(b, "\n")
+	i := bytes.LastIndexByte(b, ' ')
+	if i < 0 {
+		return 0, false
+	}
+	return atoi(b[i+1:])
+}
+
+func (s *scanner) forkCount() (uint64, bool) {
+	b, ok := s.readSmall("stat")
+	if !ok {
+		return 0, false
+	}
+	return parseForks(b)
+}
+
+// readSmall reads a /proc file whole (up to the buffer).
+func (s *scanner) readSmall(name string) ([]byte, bool) {
+	fd, err := unix.Openat(s.proc, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer unix.Close(fd)
+	n := 0
+	for n < len(s.small) {
+		m, err := unix.Read(fd, s.small[n:])
+		if err != nil || m <= 0 {
+			break
+		}
+		n += m
+	}
+	return s.small[:n], n > 0
+}
+
+// ForkCount is the number of forks since boot (the "processes" line of
+// /proc/stat): every pid allocation of every namespace, threads
+// included. ok is false when it cannot be read.
+func ForkCount() (uint64, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	return parseForks(b)
+}
+
+func parseForks(b []byte) (uint64, bool) {
+	const key = "\nprocesses "
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return 0, false
+	}
+	b = b[i+len(key):]
+	if j := bytes.IndexByte(b, '\n'); j >= 0 {
+		b = b[:j]
+	}
+	v, ok := atoi(b)
+	return uint64(v), ok && v > 0
+}
+
+// pidRing is how many pids the allocator cycles through after its first
+// wrap, from pid_max; 0 when unknown.
+func pidRing() int {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return 0
+	}
+	max, ok := atoi(bytes.TrimSpace(b))
+	if !ok || max <= pidMin+maxProbes {
+		return 0
+	}
+	return max - pidMin
 }
 
 // kill signals pid through a pidfd, after checking through that pidfd's
