@@ -105,7 +105,10 @@ func TestSessionHopperIsDeadWhenTheKernelEnds(t *testing.T) {
 				assert.False(t, lockFree(t, lock), "the hopper lives with its kernel")
 				require.NoError(t, o.Detach(context.Background()))
 			}
-			waitSnapshot(t, e, func(s executecode.Snapshot) bool { return s.Capacity.Live == 0 })
+			// The kernel has ended once it is neither live nor stopping.
+			waitSnapshot(t, e, func(s executecode.Snapshot) bool {
+				return s.Capacity.Live == 0 && s.Phases["stopping"] == 0 && s.Phases["unreachable"] == 0
+			})
 			left := scriptProcesses(e.mark)
 			assert.True(t, lockFree(t, lock), "a generation of the hopper outlived its kernel")
 			assert.Empty(t, left, "no process of the kernel may outlive it")
