@@ -19,10 +19,12 @@ import (
 const drainBound = 500 * time.Millisecond
 
 // sessionSweepBound bounds the kill of python's session when it ends. A
-// sweep normally ends after one /proc pass (nobody left) or three (a few
-// killed, then two quiet passes); only a fork storm without an nproc
-// limit, or a member stuck in the kernel past its SIGKILL, can run it out.
-// Then the result is returned anyway and the guard sweeps again.
+// sweep normally ends after one pass (nobody left; it probes just the
+// pids handed out since python's fork) or three (some killed, then two
+// quiet passes); only a fork storm without an nproc limit, or a member
+// stuck in the kernel past its SIGKILL, can run it out (after at least
+// four passes). Then the result is returned anyway and the guard sweeps
+// again.
 const sessionSweepBound = 2 * time.Second
 
 // ExitStatus is how a child ended.
