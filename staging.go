@@ -66,6 +66,11 @@ func (r *Runtime) staging() (roots, error) {
 		r.roots.spill = work
 	} else {
 		r.roots.spillDir = spillDir
+		// The spill root opens only with the first overflow, but stale
+		// roots of earlier processes in its directory are swept now:
+		// otherwise one left holding only its marker (its spills reaped
+		// or deleted) would wait for a run that overflows.
+		privatetmp.ReapStaleRoots(spillDir, time.Now(), &r.log)
 	}
 	return r.roots, nil
 }
@@ -100,6 +105,12 @@ func (r *Runtime) releaseSpill(path string) {
 func (r *Runtime) openRoot(dir string) (*privatetmp.Root, error) {
 	root, err := privatetmp.OpenRoot(privatetmp.RootOptions{TmpDir: dir, Logger: &r.log})
 	if err != nil {
+		return nil, err
+	}
+	// Should the host die without Close, its guard removes what is left
+	// here once the host's processes are dead (spills excepted).
+	if err := r.spawner.GuardRoot(root.Path()); err != nil {
+		_ = root.Close()
 		return nil, err
 	}
 	privatetmp.SweepStaleRoots(filepath.Dir(root.Path()), root, &r.log)

@@ -13,15 +13,19 @@
 // interpreter (bridge.md §1.3 step 6). The parent-death signal does not
 // reach python's children (it is cleared on fork), so each Spawner also
 // keeps a guard: the same binary re-executed in its own session, told
-// every child's session id over a pipe, which kills every process left in
-// those sessions when the pipe reports the host gone, then exits.
+// every child's session id and the host's staging roots over a pipe,
+// which kills every process left in those sessions when the pipe reports
+// the host gone, removes what the dead host left in its roots (spills
+// excepted), then exits.
 //
 // Stopping: Kill, Signal and Interrupt signal the whole process group;
-// when python itself exits, whatever it left in its group is killed before
-// it is reaped, so no per-call run or kernel leaves a process behind
-// (design ruling 8). A descendant that left the group with its own setsid
-// escapes group signals (containing it is the sandbox mode's job); it can
-// only delay the end of a run by the output drain bound.
+// when python itself exits, whatever it left in its group is killed, and
+// then every process left in its session (one that moved to a group of
+// its own), pass after pass over /proc, before it is reaped and before
+// Done: no per-call run or kernel leaves a process behind. A descendant
+// that started a session of its own (setsid) escapes (containing it is
+// the sandbox mode's job); it can only delay the end of a run by the
+// output drain bound.
 //
 // Listening: a per-call run's stdout and stderr share one pipe. Capture
 // keeps a sanitized, bounded copy (the first 40 % and a rolling last 60 %

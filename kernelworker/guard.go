@@ -3,6 +3,8 @@ package kernelworker
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -11,14 +13,16 @@ import (
 )
 
 // The parent-death signal reaches python but not python's children: the
-// kernel clears it on fork (launcher-notes §5). A host killed with SIGKILL
-// would leave every grandchild running. So each Spawner keeps one guard
-// process beside it: this binary re-executed in its own session, which
-// learns the session id of every live child over a pipe and, when the pipe
-// reports end of file (the host is gone, however it died), kills every
-// process still in one of those sessions. One guard per host costs one
-// idle process and two small pipe writes per interpreter, instead of a
-// resident supervisor per interpreter.
+// kernel clears it on fork. A host killed with SIGKILL would leave every
+// grandchild running, and its staging root (scripts, the shim and its
+// token) on disk. So each Spawner keeps one guard process beside it: this
+// binary re-executed in its own session, which learns the session id of
+// every live child and the host's staging roots over a pipe and, when the
+// pipe reports end of file without a clean shutdown (the host is gone,
+// however it died), kills every process still in one of those sessions and
+// then removes what the host left in its roots, spills excepted. One guard
+// per host costs one idle process and two small pipe writes per
+// interpreter, instead of a resident supervisor per interpreter.
 
 // guardWriteBound is how long a registration may wait for a guard that
 // does not read; after it the guard is replaced.
@@ -37,6 +41,7 @@ type guard struct {
 	proc   *os.Process
 	exited chan struct{} // closed once the current guard is reaped
 	live   map[int]struct{}
+	roots  []string
 	closed bool
 	// first is closed once the first start was tried, or once close found
 	// that none ever was.
@@ -90,7 +95,9 @@ func (g *guard) startLocked() error {
 	// Its own session: a terminal's Ctrl-C or a kill of the host's group
 	// must not take the guard before it has done its work. os.Process
 	// holds a pidfd, so killing a replaced guard can never hit a stranger.
-	proc, err := os.StartProcess(selfExe, []string{reexec.GuardArgv0}, &os.ProcAttr{
+	// argv[1] is the host's pid: the guard removes only roots whose owner
+	// marker names it.
+	proc, err := os.StartProcess(selfExe, []string{reexec.GuardArgv0, strconv.Itoa(os.Getpid())}, &os.ProcAttr{
 		Env:   g.env,
 		Files: []*os.File{r, devnull, devnull},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
@@ -107,7 +114,10 @@ func (g *guard) startLocked() error {
 	g.w, g.proc, g.exited = w, proc, exited
 	var msg []byte
 	for id := range g.live {
-		msg = reexec.AppendGuardLine(msg, '+', id)
+		msg = reexec.AppendGuardLine(msg, reexec.GuardAdd, id)
+	}
+	for _, root := range g.roots {
+		msg = reexec.AppendGuardRoot(msg, root)
 	}
 	if len(msg) > 0 {
 		if _, err := w.Write(msg); err != nil {
@@ -137,45 +147,74 @@ func (g *guard) add(sid int) error {
 	if g.closed {
 		return nil
 	}
-	return g.sendLocked('+', sid)
+	return g.sendLocked(reexec.AppendGuardLine(nil, reexec.GuardAdd, sid), true)
 }
 
-// remove is called once the child's group is dead and before the child is
-// reaped: until then its zombie keeps the id from being reused, so the
-// guard never holds an id that names a stranger.
-func (g *guard) remove(sid int) {
+// remove is called once the child's session was swept and before the
+// child is reaped: until then its zombie keeps the id from being reused,
+// so the guard never holds an id that names a stranger. swept is false
+// when the sweep ran out of time with members left: the guard then sweeps
+// once more, off the host's path.
+func (g *guard) remove(sid int, swept bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.live, sid)
-	if !g.closed {
-		_ = g.sendLocked('-', sid)
+	if g.closed {
+		return
 	}
+	op := byte(reexec.GuardForget)
+	if !swept {
+		op = reexec.GuardSweep
+	}
+	// A new guard is told only the live sessions anyway.
+	_ = g.sendLocked(reexec.AppendGuardLine(nil, op, sid), false)
 }
 
-func (g *guard) sendLocked(op byte, sid int) error {
+// addRoot tells the guard about a staging root. It does not start a
+// guard: a host that dies before its first child leaves a root holding
+// only its marker, which the next start's stale-root sweep removes.
+func (g *guard) addRoot(root string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if slices.Contains(g.roots, root) {
+		return nil
+	}
+	g.roots = append(g.roots, root)
+	if g.closed || g.w == nil {
+		return nil // the guard's start tells it
+	}
+	return g.sendLocked(reexec.AppendGuardRoot(nil, root), true)
+}
+
+// sendLocked writes line to the guard; when that fails, the guard is
+// replaced if restart is set (the new one is told every live session and
+// root, so the line itself needs no resending).
+func (g *guard) sendLocked(line []byte, restart bool) error {
 	if g.w != nil {
 		// A guard that stopped reading must not stall every spawn.
 		_ = g.w.SetWriteDeadline(time.Now().Add(guardWriteBound))
-		if _, err := g.w.Write(reexec.AppendGuardLine(nil, op, sid)); err == nil {
+		if _, err := g.w.Write(line); err == nil {
 			return nil
 		}
 		g.dropGuardLocked()
 	}
-	if op == '-' {
-		return nil // a new guard is told only the live sessions anyway
+	if !restart {
+		return nil
 	}
 	return g.startLocked()
 }
 
-// close ends the guard: with its pipe closed it kills whatever sessions
-// are still registered (none, when every child was stopped first) and
-// exits.
+// close ends the guard: told the shutdown is clean, it leaves the roots
+// to the host, and with its pipe closed it kills whatever sessions are
+// still registered (none, when every child was stopped first) and exits.
 func (g *guard) close() {
 	g.firstOnce.Do(func() { close(g.first) }) // no guard was ever started
 	<-g.first
 	g.mu.Lock()
 	g.closed = true
 	if g.w != nil {
+		_ = g.w.SetWriteDeadline(time.Now().Add(guardWriteBound))
+		_, _ = g.w.Write(reexec.AppendGuardQuit(nil))
 		g.w.Close()
 		g.w = nil
 	}

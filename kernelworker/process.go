@@ -9,12 +9,23 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/executecode/executecode/kernelworker/internal/reexec"
 )
 
-// drainBound is how long output is still read once python's whole process
-// group is dead. Only a descendant that left the group with its own setsid
+// drainBound is how long output is still read once python's whole session
+// is dead. Only a descendant that started a session of its own (setsid)
 // can still hold the pipe then, and it must not hold up the result.
 const drainBound = 500 * time.Millisecond
+
+// sessionSweepBound bounds the kill of python's session when it ends. A
+// sweep normally ends after one pass (nobody left; it probes just the
+// pids handed out since python's fork) or three (some killed, then two
+// quiet passes); only a fork storm without an nproc limit, or a member
+// stuck in the kernel past its SIGKILL, can run it out (after at least
+// four passes). Then the result is returned anyway and the guard sweeps
+// again.
+const sessionSweepBound = 2 * time.Second
 
 // ExitStatus is how a child ended.
 type ExitStatus struct {
@@ -33,7 +44,8 @@ type ExitStatus struct {
 // pid). It leads its own session and process group, whose id is its pid.
 type Process struct {
 	pid        int
-	unguard    func(pid int) // the guard forgets the session: see wait
+	forks0     uint64                    // ForkCount before the fork; 0 if unknown
+	unguard    func(pid int, swept bool) // the guard forgets the session: see wait
 	out        *os.File
 	errOut     *os.File // nil unless Command.Stderr asked for a pipe of its own
 	done       chan struct{}
@@ -46,7 +58,7 @@ type Process struct {
 	exit          ExitStatus
 }
 
-func newProcess(out, errOut *os.File, unguard func(pid int)) *Process {
+func newProcess(out, errOut *os.File, unguard func(pid int, swept bool)) *Process {
 	p := &Process{
 		unguard:    unguard,
 		out:        out,
@@ -133,8 +145,8 @@ func (p *Process) Interrupt(ctx context.Context, grace time.Duration) {
 
 // wait owns the child's end: it learns the pid from Start (it is running
 // before the fork, so no exit can be missed), waits for the exit without
-// reaping, kills the group while the zombie still pins its id, reaps, and
-// bounds the output drain.
+// reaping, kills the group and then the whole session while the zombie
+// still pins their id, reaps, and bounds the output drain.
 func (p *Process) wait(pidc <-chan int) {
 	pid, ok := <-pidc
 	if !ok {
@@ -145,14 +157,24 @@ func (p *Process) wait(pidc <-chan int) {
 		return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 	})
 
-	p.mu.Lock()
 	// Whatever python left behind in its group dies with it. Should the
 	// wait have failed (SIGCHLD ignored by the host, so the zombie is
 	// gone), the id stays taken while any member lives, so this is still
 	// safe.
 	_ = unix.Kill(-pid, unix.SIGKILL)
+	swept := true
+	if err == nil {
+		// A descendant that moved to a group of its own (setpgid) is
+		// still in python's session: every member is killed before
+		// Done, so no run or kernel ends with one left. Only the zombie
+		// pins the session id, so without it no sweep is safe. Outside
+		// the lock: Kill and Alive must not wait for /proc passes.
+		swept = reexec.KillSession(pid, p.forks0, sessionSweepBound).Complete
+	}
+
+	p.mu.Lock()
 	// Before the reap, while the zombie still pins the id.
-	p.unguard(pid)
+	p.unguard(pid, swept)
 	st := ExitStatus{Code: -1}
 	if err == nil {
 		var ws unix.WaitStatus

@@ -127,6 +127,20 @@ func (s *Spawner) Close() {
 	s.guard.close()
 }
 
+// GuardRoot names a staging root the host created. Should the host die
+// without closing the Spawner (SIGKILL, a crash), its guard removes what
+// is left in the root once the host's processes are dead: everything but
+// the full-output spills, whose paths were handed out and which stay for
+// their 24 hours; the root goes with its marker once nothing else is
+// left. Only a root whose owner marker names this process is touched.
+// A clean Close leaves every root to its owner.
+func (s *Spawner) GuardRoot(root string) error {
+	if err := s.guard.addRoot(root); err != nil {
+		return fmt.Errorf("guard root: %w", err)
+	}
+	return nil
+}
+
 // Start launches cmd through the launcher (rlimits, own session, SIGINT at
 // default, parent-death signal) and returns once python's launcher is
 // running. ctx bounds only the start: the child lives until it exits or is
@@ -234,6 +248,9 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		return nil, err
 	}
 	s.guard.prepare()
+	// Counted before the fork: the end-of-run sweep then knows how many
+	// pids can have been handed out since python's (see KillSession).
+	p.forks0, _ = reexec.ForkCount()
 	select {
 	case s.reqs <- req:
 	case <-s.quit:

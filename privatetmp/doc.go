@@ -12,7 +12,9 @@
 // that strips bits from a new object is such a failure, never repaired.
 // Nothing here follows a symlink: lstat, O_NOFOLLOW and unlink of the link.
 //
-// It may call only the standard library, golang.org/x/sys/unix and zerolog.
+// It may call only the standard library, golang.org/x/sys/unix, zerolog
+// and internal/privfs, the dependency-free core it shares with the guard
+// (names, the marker, bounded removal).
 // It must never import another package of the project, start a process,
 // recurse into a stale root, or put a path into a report: SweepReport and
 // ReapReport are counts, and log lines name paths only at debug level (the

@@ -3,22 +3,18 @@ package privatetmp
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/executecode/executecode/internal/privfs"
 )
 
 const (
 	// RootPrefix names every private staging root: <tmp>/lemon-private-XXXXXXXXXX.
-	RootPrefix = "lemon-private"
+	RootPrefix = privfs.RootPrefix
 	// MarkerName is the owner marker inside a root: "<node name>\n<pid>\n".
-	MarkerName = ".lemon-owner"
-	// markerMax bounds what is read from a marker: a valid one is a host
-	// name and a pid, so anything longer is malformed, not worth reading.
-	markerMax = 4096
+	MarkerName = privfs.MarkerName
 )
 
 // marker is the parsed content of an owner marker.
@@ -27,67 +23,17 @@ type marker struct {
 	pid  int
 }
 
-func formatMarker(node string, pid int) []byte {
-	return []byte(node + "\n" + strconv.Itoa(pid) + "\n")
-}
+func formatMarker(node string, pid int) []byte { return privfs.FormatMarker(node, pid) }
 
-// parseMarker accepts what the reference accepts: the trimmed content splits
-// on "\n" into exactly two parts, a non-empty node name and a positive
-// decimal pid with nothing after it. The pid must also fit a Linux pid_t, so
-// a huge number can never alias a real process through truncation.
+// parseMarker accepts what the reference accepts (privfs.ParseMarker).
 func parseMarker(b []byte) (marker, bool) {
-	parts := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(parts) != 2 || parts[0] == "" {
-		return marker{}, false
-	}
-	digits := parts[1]
-	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
-		return marker{}, false
-	}
-	pid, err := strconv.ParseInt(digits, 10, 32)
-	if err != nil || pid <= 0 {
-		return marker{}, false
-	}
-	return marker{node: parts[0], pid: int(pid)}, true
+	node, pid, ok := privfs.ParseMarker(b)
+	return marker{node: node, pid: pid}, ok
 }
 
-// readMarker reads the owner marker of root without following a symlink and
-// without blocking on a planted FIFO. The marker must be a regular 0600 file
-// owned by us both before opening (lstat) and as opened (fstat, same file),
-// so a swap between the two is caught.
-func readMarker(root string) ([]byte, error) {
-	path := filepath.Join(root, MarkerName)
-	before, err := os.Lstat(path)
-	if err != nil {
-		return nil, fmt.Errorf("owner marker: %w", err)
-	}
-	if err := checkInfo(MarkerName, before, false); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("owner marker: %w", err)
-	}
-	defer f.Close()
-	after, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("owner marker: %w", err)
-	}
-	if err := checkInfo(MarkerName, after, false); err != nil {
-		return nil, err
-	}
-	if !os.SameFile(before, after) {
-		return nil, fmt.Errorf("%w: %s changed while opened", ErrUnsafe, MarkerName)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, markerMax+1))
-	if err != nil {
-		return nil, fmt.Errorf("owner marker: %w", err)
-	}
-	if len(b) > markerMax {
-		return nil, fmt.Errorf("%w: %s is too long", ErrUnsafe, MarkerName)
-	}
-	return b, nil
-}
+// readMarker reads the owner marker of root without following a symlink
+// and without blocking on a planted FIFO (privfs.ReadMarker).
+func readMarker(root string) ([]byte, error) { return privfs.ReadMarker(root) }
 
 // pidAlive answers kill(pid, 0). Only ESRCH proves death: EPERM means the
 // process exists under another user, and any other answer is treated as
@@ -119,18 +65,7 @@ func staleOwner(tmpDir, root string) (dead bool, err error) {
 
 // onlyMarker reports whether dir holds its owner marker and nothing else.
 // It reads at most two names: a non-empty root is never listed further.
-func onlyMarker(dir string) bool {
-	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(2)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false
-	}
-	return len(names) == 1 && names[0] == MarkerName
-}
+func onlyMarker(dir string) bool { return privfs.OnlyMarker(dir) }
 
 // removeEmptyRoot removes a root that holds only its marker: the marker is
 // unlinked (never followed) and the directory removed with rmdir, which

@@ -115,14 +115,7 @@ func (r *Root) reapRoot(root string, budget int, cutoff time.Time, rep *ReapRepo
 // the unlink happen under the live-set lock so a spill registered at that
 // moment is never taken.
 func (r *Root) reapSpill(dirfd int, root, name string, cutoff time.Time) bool {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return false
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false
-	}
-	if !time.Unix(st.Mtim.Sec, st.Mtim.Nsec).Before(cutoff) {
+	if !expiredSpill(dirfd, name, cutoff) {
 		return false
 	}
 	r.mu.Lock()
@@ -133,4 +126,14 @@ func (r *Root) reapSpill(dirfd int, root, name string, cutoff time.Time) bool {
 	// unlinkat without AT_REMOVEDIR: a directory swapped in is refused, a
 	// symlink swapped in loses only the link.
 	return unix.Unlinkat(dirfd, name, 0) == nil
+}
+
+// expiredSpill reports whether name (lstat, never followed) is a regular
+// file last modified before cutoff.
+func expiredSpill(dirfd int, name string, cutoff time.Time) bool {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFREG && time.Unix(st.Mtim.Sec, st.Mtim.Nsec).Before(cutoff)
 }

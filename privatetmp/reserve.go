@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/executecode/executecode/internal/privfs"
 )
 
 // ErrUnsafe reports a private object whose type, mode or owner is not what
 // was asked for. Callers fail closed on it: nothing runs.
-var ErrUnsafe = errors.New("private object failed validation")
+var ErrUnsafe = privfs.ErrUnsafe
 
 const (
 	dirMode  = 0o700
@@ -159,23 +161,5 @@ func validateOpenFile(f *os.File) error {
 }
 
 func checkInfo(name string, fi fs.FileInfo, wantDir bool) error {
-	want, kind := fs.FileMode(fileMode), "regular file"
-	typeOK := fi.Mode().IsRegular()
-	if wantDir {
-		want, kind = dirMode, "directory"
-		typeOK = fi.IsDir()
-	}
-	if !typeOK {
-		return fmt.Errorf("%w: %s is not a %s", ErrUnsafe, name, kind)
-	}
-	if fi.Mode().Perm() != want {
-		return fmt.Errorf("%w: %s has mode %04o, want %04o", ErrUnsafe, name, fi.Mode().Perm(), want)
-	}
-	// The effective uid is the one new objects get, so it is the one a
-	// private object must carry.
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%w: %s is not owned by uid %d", ErrUnsafe, name, os.Geteuid())
-	}
-	return nil
+	return privfs.CheckInfo(name, fi, wantDir)
 }

@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/executecode/executecode/internal/privfs"
 )
 
 // SpillPrefix names full-output spill files directly in the root:
 // <root>/pi-python-repl-XXXXXXXXXX.
-const SpillPrefix = "pi-python-repl"
+const SpillPrefix = privfs.SpillPrefix
 
 // ErrClosed is returned by a Root after Close.
 var ErrClosed = errors.New("private staging root is closed")

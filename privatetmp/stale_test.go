@@ -166,3 +166,26 @@ func TestSweepIgnoresOtherNamesAndTheCurrentRoot(t *testing.T) {
 	assert.Equal(t, SweepReport{}, rep)
 	assert.Equal(t, before, snapshot(t, tmp))
 }
+
+// In a temp dir where this process has no root yet (a lazily opened spill
+// root's), the start still sweeps: a stale root holding only its marker
+// goes, one whose spills have all expired goes once they are reaped, and
+// one with a spill still within its 24 hours stays as it is.
+func TestReapStaleRootsWithoutACurrentRoot(t *testing.T) {
+	tmp := t.TempDir()
+	dead := deadPID(t)
+	markerOnly := plantRoot(t, tmp, RootPrefix+"-markeronly", markerFor(dead))
+	expired := plantRoot(t, tmp, RootPrefix+"-expiredone", markerFor(dead))
+	plantSpill(t, expired, SpillPrefix+"-oldoldoldo", 25*time.Hour)
+	fresh := plantRoot(t, tmp, RootPrefix+"-freshspill", markerFor(dead))
+	kept := plantSpill(t, fresh, SpillPrefix+"-newnewnewn", time.Hour)
+
+	sweep, reap := ReapStaleRoots(tmp, time.Now(), nil)
+	assert.Equal(t, 1, sweep.Removed)
+	assert.Equal(t, 1, reap.Removed)
+	assert.Equal(t, 1, reap.RootsRemoved)
+	assert.NoDirExists(t, markerOnly)
+	assert.NoDirExists(t, expired)
+	assert.FileExists(t, kept)
+	assert.FileExists(t, filepath.Join(fresh, MarkerName))
+}

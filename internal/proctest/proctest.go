@@ -13,6 +13,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Alive reports whether pid exists and is not a zombie.
@@ -46,17 +48,15 @@ func WaitGone(pids []int, within time.Duration) []int {
 // Marked lists the live processes, this one excepted, whose environment
 // holds name=value.
 func Marked(name, value string) []int {
-	entries, _ := os.ReadDir("/proc")
 	needle := []byte(name + "=" + value)
 	var pids []int
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == os.Getpid() || !Alive(pid) {
-			continue
+	eachPid(func(pid int) {
+		if !Alive(pid) {
+			return
 		}
-		env, err := os.ReadFile("/proc/" + ent.Name() + "/environ")
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 		if err != nil {
-			continue
+			return
 		}
 		for _, kv := range bytes.Split(env, []byte{0}) {
 			if bytes.Equal(kv, needle) {
@@ -64,6 +64,70 @@ func Marked(name, value string) []int {
 				break
 			}
 		}
+	})
+	return pids
+}
+
+// eachPid calls f for every pid listed in /proc but this process's. The
+// listing is read a few entries at a time, each examined at once: a
+// listing read whole first would miss a process that forks and exits
+// while the rest is examined (its child is younger than the listing),
+// and a chain of such processes could never be seen on a busy machine.
+// Read this way, a child forked meanwhile has a higher pid and is still
+// listed.
+func eachPid(f func(pid int)) {
+	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
 	}
+	defer unix.Close(fd)
+	self := os.Getpid()
+	buf := make([]byte, 1024)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil || n <= 0 {
+			return
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			reclen := int(b[16]) | int(b[17])<<8
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			name := b[19:reclen]
+			b = b[reclen:]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			pid, err := strconv.Atoi(string(name))
+			if err != nil || pid == self {
+				continue
+			}
+			f(pid)
+		}
+	}
+}
+
+// InSession lists the live processes, this one excepted, whose session
+// id is sid: what a process that hopped to a group of its own is still
+// found by.
+func InSession(sid int) []int {
+	var pids []int
+	eachPid(func(pid int) {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			return
+		}
+		f := bytes.Fields(stat[i+1:])
+		if len(f) < 4 || f[0][0] == 'Z' || f[0][0] == 'X' {
+			return
+		}
+		if s, err := strconv.Atoi(string(f[3])); err == nil && s == sid {
+			pids = append(pids, pid)
+		}
+	})
 	return pids
 }

@@ -6,53 +6,108 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/executecode/executecode/internal/privfs"
 )
 
-// The guard is this binary re-executed with GuardEnv set, in a session of
-// its own, with the read end of the host's pipe as its stdin (the host's
-// side is kernelworker's guard.go). Lines on the pipe register ("+<sid>")
-// and end ("-<sid>") the sessions of the host's children.
+// The guard is this binary re-executed with GuardEnv set and the host's
+// pid as argv[1], in a session of its own, with the read end of the
+// host's pipe as its stdin (the host's side is kernelworker's guard.go).
+// Lines on the pipe register and end the sessions of the host's children
+// and name the host's staging roots.
 const (
 	GuardEnv   = "EXECUTE_CODE_GUARD"
 	GuardArgv0 = "execute-code-guard"
 )
 
+// The operations of a guard line.
+const (
+	GuardAdd    = '+' // "+<sid>": a child's session to kill should the host die
+	GuardForget = '-' // "-<sid>": the host swept that session itself
+	GuardSweep  = '!' // "!<sid>": the host's sweep ran out of time; sweep it here
+	GuardRoot   = 'r' // "r<quoted path>": a staging root to remove should the host die
+	GuardQuit   = 'q' // "q": the host is closing cleanly; its roots are its own business
+)
+
 // guardSweepBound is how long the guard keeps killing after the host died:
 // a process may fork while its session is being killed, so the sweep runs
-// until a pass finds no one left.
+// until passes find no one left.
 const guardSweepBound = 2 * time.Second
 
-// guardEndedBound bounds the sweep of one batch of ended sessions, during
-// which the guard reads no registrations.
-const guardEndedBound = 500 * time.Millisecond
+// guardEndedBound bounds the sweep of one batch of sessions the host gave
+// up on, during which the guard reads no registrations.
+const guardEndedBound = 2 * time.Second
 
-// AppendGuardLine appends the line registering (op '+') or ending (op
-// '-') session sid.
+// deadRootLimit is the entry-visit budget for removing one dead host's
+// staging root: ten workspace teardowns' worth. The guard is off every
+// host's path, but a planted tree of millions of entries must still not
+// keep it alive for long; a remainder keeps its owner marker.
+const deadRootLimit = 100000
+
+// AppendGuardLine appends the line with op (GuardAdd, GuardForget or
+// GuardSweep) for session sid.
 func AppendGuardLine(b []byte, op byte, sid int) []byte {
 	b = append(b, op)
 	b = strconv.AppendInt(b, int64(sid), 10)
 	return append(b, '\n')
 }
 
+// AppendGuardRoot appends the line naming a staging root. The path is
+// quoted, so no byte of it can end the line.
+func AppendGuardRoot(b []byte, root string) []byte {
+	b = append(b, GuardRoot)
+	b = strconv.AppendQuote(b, root)
+	return append(b, '\n')
+}
+
+// AppendGuardQuit appends the line of a clean shutdown.
+func AppendGuardQuit(b []byte) []byte { return append(b, GuardQuit, '\n') }
+
 // ErrGuardLine names a line the guard does not understand.
 var ErrGuardLine = errors.New("guard: malformed line")
 
-// ParseGuardLine reads "+<sid>" (a session to guard) or "-<sid>" (one to
-// forget).
-func ParseGuardLine(line []byte) (add bool, sid int, err error) {
-	if len(line) < 2 || (line[0] != '+' && line[0] != '-') {
-		return false, 0, fmt.Errorf("%w: %q", ErrGuardLine, line)
+// GuardLine is one parsed line.
+type GuardLine struct {
+	Op   byte
+	SID  int    // GuardAdd, GuardForget, GuardSweep
+	Root string // GuardRoot: an absolute, clean path
+}
+
+// ParseGuardLine reads one line (without its newline).
+func ParseGuardLine(line []byte) (GuardLine, error) {
+	bad := func() (GuardLine, error) { return GuardLine{}, fmt.Errorf("%w: %q", ErrGuardLine, line) }
+	if len(line) == 0 {
+		return bad()
 	}
-	n, err := strconv.Atoi(string(line[1:]))
-	if err != nil || n <= 1 {
-		return false, 0, fmt.Errorf("%w: %q", ErrGuardLine, line)
+	switch op := line[0]; op {
+	case GuardAdd, GuardForget, GuardSweep:
+		if len(line) < 2 || line[1] < '0' || line[1] > '9' {
+			return bad()
+		}
+		n, err := strconv.Atoi(string(line[1:]))
+		if err != nil || n <= 1 {
+			// Init's session is never ours.
+			return bad()
+		}
+		return GuardLine{Op: op, SID: n}, nil
+	case GuardRoot:
+		root, err := strconv.Unquote(string(line[1:]))
+		if err != nil || !filepath.IsAbs(root) || filepath.Clean(root) != root {
+			return bad()
+		}
+		return GuardLine{Op: op, Root: root}, nil
+	case GuardQuit:
+		if len(line) != 1 {
+			return bad()
+		}
+		return GuardLine{Op: op}, nil
 	}
-	return line[0] == '+', n, nil
+	return bad()
 }
 
 // guardMain is the guard process; it never returns.
@@ -60,8 +115,14 @@ func guardMain() {
 	// Hang-ups and interrupts are the host's business; the guard only
 	// ends when the host's end of the pipe does.
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	host := 0
+	if len(os.Args) > 1 {
+		host, _ = strconv.Atoi(os.Args[1])
+	}
 	sessions := map[int]struct{}{}
-	ended := map[int]struct{}{}
+	var ended, ids []int
+	var roots []string
+	quit := false
 	var partial []byte
 	buf := make([]byte, 4096)
 	for {
@@ -72,103 +133,50 @@ func guardMain() {
 			if i < 0 {
 				break
 			}
-			if add, sid, err := ParseGuardLine(partial[:i]); err == nil {
-				if add {
-					// A reused id means the old session is empty: the
-					// kernel keeps an id while any process has it as its
-					// session.
-					sessions[sid] = struct{}{}
-					delete(ended, sid)
-				} else {
-					delete(sessions, sid)
-					ended[sid] = struct{}{}
-				}
-			}
+			l, perr := ParseGuardLine(partial[:i])
 			partial = partial[i+1:]
+			if perr != nil {
+				continue
+			}
+			switch l.Op {
+			case GuardAdd:
+				// A reused id means the old session is empty: the kernel
+				// keeps an id while any process has it as its session.
+				sessions[l.SID] = struct{}{}
+			case GuardForget:
+				delete(sessions, l.SID)
+			case GuardSweep:
+				delete(sessions, l.SID)
+				ended = append(ended, l.SID)
+			case GuardRoot:
+				if !slices.Contains(roots, l.Root) {
+					roots = append(roots, l.Root)
+				}
+			case GuardQuit:
+				quit = true
+			}
 		}
-		// The host killed the group of each ended child; a descendant that
-		// moved to a group of its own is still in the session, and is
-		// swept here, once per batch of ends, off the host's path.
+		// The host gave up on these within its own bound; they are
+		// swept again here, off the host's path.
 		if len(ended) > 0 {
-			killSessions(ended, false, guardEndedBound)
-			clear(ended)
+			KillSessions(ended, false, guardEndedBound)
+			ended = ended[:0]
 		}
 		if err != nil {
 			break
 		}
 	}
-	killSessions(sessions, true, guardSweepBound)
+	for id := range sessions {
+		ids = append(ids, id)
+	}
+	KillSessions(ids, true, guardSweepBound)
+	// Only a host that died leaves its roots to the guard: one that
+	// closed cleanly removed what it had to, and what it kept (spills)
+	// is meant to stay.
+	if !quit && host > 1 {
+		for _, root := range roots {
+			_, _ = privfs.RemoveDeadRoot(root, host, deadRootLimit)
+		}
+	}
 	os.Exit(0)
-}
-
-// killSessions kills every live process whose session (or, with groups,
-// whose process group) is one of ids, pass after pass, until a pass finds
-// none or within has passed. A process that moved to a group of its own
-// is still in its session; only one that started a session of its own
-// escapes.
-func killSessions(ids map[int]struct{}, groups bool, within time.Duration) {
-	if len(ids) == 0 {
-		return
-	}
-	if groups {
-		for id := range ids {
-			_ = unix.Kill(-id, unix.SIGKILL)
-		}
-	}
-	deadline := time.Now().Add(within)
-	self := os.Getpid()
-	for {
-		found := false
-		entries, _ := os.ReadDir("/proc")
-		for _, ent := range entries {
-			pid, err := strconv.Atoi(ent.Name())
-			if err != nil || pid == self {
-				continue
-			}
-			st, ok := readProcStat(pid)
-			if !ok || st.zombie {
-				continue
-			}
-			_, inSession := ids[st.session]
-			_, inGroup := ids[st.pgrp]
-			if inSession || (groups && inGroup) {
-				_ = unix.Kill(pid, unix.SIGKILL)
-				found = true
-			}
-		}
-		if !found || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-type procStat struct {
-	pgrp, session int
-	zombie        bool
-}
-
-// readProcStat reads state, process group and session from
-// /proc/<pid>/stat; the command name in parentheses may hold anything, so
-// the fields are counted from its last ')'.
-func readProcStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	// state ppid pgrp session ...
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 4 {
-		return procStat{}, false
-	}
-	pgrp, err1 := strconv.Atoi(string(f[2]))
-	session, err2 := strconv.Atoi(string(f[3]))
-	if err1 != nil || err2 != nil {
-		return procStat{}, false
-	}
-	return procStat{pgrp: pgrp, session: session, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
 }
