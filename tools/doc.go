@@ -75,7 +75,9 @@
 // embedder gets the safe default, and a host where the tool is
 // bash-equivalent anyway (the CLI) sets it. Output starts with
 // "URL: <final url>" and "Content-Type: <media type>" (and "Title: " for
-// HTML); response headers and cookies are never shown.
+// HTML); response headers and cookies are never shown. Only the first
+// 20,000 elements of a page are parsed, so a page of empty tags cannot
+// cost the host hundreds of MiB.
 //
 // Every call honours ctx: walks check it before each entry and every
 // 1,024 ignore patterns matched, reads every 256 KiB, webfetch through
