@@ -37,12 +37,34 @@
 // is a note too: "No matches found.", "No files found.",
 // "(empty directory)", "(empty file)".
 //
-// grep and find honour .gitignore files (the root's and every directory's
-// below it, deeper files winning; a directory named explicitly as path is
-// searched even when ignored) and never enter .git; grep searches other dot
-// files, find skips them unless hidden=true. Walks never follow symlinks.
-// A file is binary when its first 8 KiB hold a NUL byte or are mostly
-// invalid UTF-8; grep skips binary files, read refuses them (ErrBinary).
+// grep and find honour .gitignore files with git's rules (the root's and
+// every directory's below it, deeper files winning; a directory named
+// explicitly as path is searched even when ignored) and never enter .git;
+// grep searches other dot files, find skips them unless hidden=true. Walks
+// never follow symlinks. A file is binary when its first 8 KiB hold a NUL
+// byte or are mostly invalid UTF-8; grep skips binary files, read refuses
+// them (ErrBinary).
+//
+// # What a script can plant
+//
+// The tool root is script-writable, so everything in it is untrusted, and
+// every bound below is announced by a note naming what was skipped:
+//
+//   - An ignore file over 1 MiB is skipped unread, and so is one whose
+//     patterns would take the ignore files a walk holds at once (those of
+//     the directories from the root down to where it is) past an
+//     estimated 2 MiB of memory.
+//   - A walk holds at most an estimated 4 MiB of directory listings at
+//     once; a directory that does not fit is searched in part. It enters
+//     at most 256 levels below the root.
+//   - Nothing but a regular file is ever opened for reading: read and a
+//     grep path naming a FIFO, a socket or a device fail with
+//     ErrNotRegular naming its type, walks skip them (find lists them by
+//     name), and an ignore file that is one is skipped. Opens use
+//     O_NONBLOCK and O_NOCTTY and are checked again with fstat, so a
+//     swap after the type check cannot block either.
+//   - Reading checks ctx every 256 KiB, also inside one endless line, so
+//     a sparse file of many gigabytes ends at the deadline.
 //
 // # webfetch
 //
@@ -53,8 +75,11 @@
 // embedder gets the safe default, and a host where the tool is
 // bash-equivalent anyway (the CLI) sets it. Output starts with
 // "URL: <final url>" and "Content-Type: <media type>" (and "Title: " for
-// HTML); response headers and cookies are never shown.
+// HTML); response headers and cookies are never shown. Only the first
+// 20,000 elements of a page are parsed, so a page of empty tags cannot
+// cost the host hundreds of MiB.
 //
-// Every call honours ctx: walks check it before each entry, reads every few
-// thousand lines, webfetch through the request context.
+// Every call honours ctx: walks check it before each entry and every
+// 1,024 ignore patterns matched, reads every 256 KiB, webfetch through
+// the request context.
 package tools

@@ -1,9 +1,11 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
+	"iter"
 	"slices"
 )
 
@@ -109,11 +111,10 @@ func (t *findTool) Execute(ctx context.Context, params map[string]any) (Result, 
 	}
 
 	start := display(tg.rel)
-	var found []string
-	size := 0
+	var found foundPaths
 	more, full := false, false
 	w := &walker{
-		fsys:      rt.FS(),
+		rt:        rt,
 		gitignore: true,
 		hidden:    hidden,
 		skipGit:   true,
@@ -128,32 +129,30 @@ func (t *findTool) Execute(ctx context.Context, params map[string]any) (Result, 
 			if !glob.match(relTo(start, rel)) {
 				return nil
 			}
-			if len(found) == maxResults {
+			if found.len() == maxResults {
 				more = true
 				return errStopWalk
 			}
 			if d.IsDir() {
 				rel += "/"
 			}
-			if size+len(rel)+1 > maxOutputBytes {
+			if found.size()+len(rel)+1 > maxOutputBytes {
 				full = true
 				return errStopWalk
 			}
-			size += len(rel) + 1
-			found = append(found, rel)
+			found.add(rel)
 			return nil
 		},
 	}
 	if err := w.walk(ctx, start); err != nil {
 		return Result{}, walkError(tg.shown, err)
 	}
-	slices.Sort(found)
 	out := newOutput()
-	for _, f := range found {
+	for f := range found.sorted() {
 		out.line(f)
 	}
 	var notes []string
-	if len(found) == 0 {
+	if found.len() == 0 {
 		notes = append(notes, "No files found.")
 	}
 	if full {
@@ -162,6 +161,45 @@ func (t *findTool) Execute(ctx context.Context, params map[string]any) (Result, 
 	if more {
 		notes = append(notes, fmt.Sprintf("[results capped at %d paths]", maxResults))
 	}
-	notes = append(notes, unreadableNote(w.unreadable))
+	notes = append(notes, w.notes()...)
 	return TextResult(out.finish(notes...)), nil
+}
+
+// foundPaths collects find's results in one buffer with a small offset
+// per path: a tree of many short names must not cost a string header and
+// an allocation per result on top of the output's own bytes.
+type foundPaths struct {
+	buf  []byte
+	ends []uint32
+}
+
+func (p *foundPaths) add(rel string) {
+	p.buf = append(p.buf, rel...)
+	p.ends = append(p.ends, uint32(len(p.buf)))
+}
+
+func (p *foundPaths) len() int  { return len(p.ends) }
+func (p *foundPaths) size() int { return len(p.buf) + len(p.ends) }
+
+// sorted yields the paths in byte order.
+func (p *foundPaths) sorted() iter.Seq[string] {
+	idx := make([]int32, len(p.ends))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	at := func(i int32) []byte {
+		start := uint32(0)
+		if i > 0 {
+			start = p.ends[i-1]
+		}
+		return p.buf[start:p.ends[i]]
+	}
+	slices.SortFunc(idx, func(a, b int32) int { return bytes.Compare(at(a), at(b)) })
+	return func(yield func(string) bool) {
+		for _, i := range idx {
+			if !yield(string(at(i))) {
+				return
+			}
+		}
+	}
 }

@@ -75,3 +75,46 @@ func FuzzExtractHTML(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIgnoreFile feeds arbitrary ignore-file text and paths to the parser
+// and the matcher (a script writes both): they must not panic, the cost
+// charged to a walk's budget must count the text and every pattern, and
+// any path gets an answer.
+func FuzzIgnoreFile(f *testing.F) {
+	f.Add("*.log\n!keep.log\nbuild/\n", "a/keep.log", false)
+	f.Add("/top\r\n# comment\n\n   \n\\#x\n\\!y\n", "top", true)
+	f.Add("**/gen/**\na/**/b\n**\n***\n", "p/gen/q", false)
+	f.Add("[\n[]\n[!a-\\\n\\", "[", false)
+	f.Add("/\n//\n!/\n!\n", "a//b", true)
+	f.Fuzz(func(t *testing.T, text, path string, isDir bool) {
+		if len(text) > maxIgnoreFileBytes {
+			t.Skip()
+		}
+		cost, n := ignoreCost(text)
+		if cost < len(text)+n*patternCost {
+			t.Fatalf("cost %d does not count the text and %d patterns", cost, n)
+		}
+		f, err := parseIgnore(context.Background(), text, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.patterns) != n || len(f.basename) != n {
+			t.Fatalf("parsed %d patterns, counted %d", len(f.patterns), n)
+		}
+		var parts []string
+		for _, p := range strings.Split(path, "/") {
+			if p != "" {
+				parts = append(parts, p)
+			}
+		}
+		if len(parts) == 0 {
+			return
+		}
+		deeper := *f
+		deeper.depth = 1
+		stack := ignoreStack{f, &deeper}
+		if _, err := stack.ignored(context.Background(), parts, isDir); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

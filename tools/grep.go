@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strconv"
-	"syscall"
 )
 
 const defaultGrepMaxResults = 100
@@ -124,6 +122,7 @@ func (t *grepTool) Execute(ctx context.Context, params map[string]any) (Result, 
 		max:          maxResults,
 		out:          newOutput(),
 	}
+	s.lines.ctx, s.lines.keep = ctx, maxScanLineBytes
 	start := display(tg.rel)
 	if !fi.IsDir() {
 		if glob == nil || glob.match(path.Base(start)) {
@@ -131,28 +130,28 @@ func (t *grepTool) Execute(ctx context.Context, params map[string]any) (Result, 
 				return Result{}, err
 			}
 		}
-	} else {
-		w := &walker{
-			fsys:      rt.FS(),
-			gitignore: true,
-			hidden:    true,
-			skipGit:   true,
-			visit: func(rel string, d fs.DirEntry, _ int) error {
-				if !d.Type().IsRegular() {
-					return nil
-				}
-				if glob != nil && !glob.match(relTo(start, rel)) {
-					return nil
-				}
-				return s.file(ctx, rel, rel, false)
-			},
-		}
-		if err := w.walk(ctx, start); err != nil {
-			return Result{}, walkError(tg.shown, err)
-		}
-		s.unreadableDirs = w.unreadable
+		return TextResult(s.finish(nil)), nil
 	}
-	return TextResult(s.finish()), nil
+	w := &walker{
+		rt:        rt,
+		gitignore: true,
+		hidden:    true,
+		skipGit:   true,
+		visit: func(rel string, d fs.DirEntry, _ int) error {
+			// FIFOs, sockets and devices are never opened.
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			if glob != nil && !glob.match(relTo(start, rel)) {
+				return nil
+			}
+			return s.file(ctx, rel, rel, false)
+		},
+	}
+	if err := w.walk(ctx, start); err != nil {
+		return Result{}, walkError(tg.shown, err)
+	}
+	return TextResult(s.finish(w.notes())), nil
 }
 
 // regexpReason is the part of a regexp error after "error parsing regexp: ".
@@ -170,14 +169,20 @@ type grepSearch struct {
 	contextLines int
 	max          int
 	out          *output
+	lines        lineReader // reused by every file, with its buffer
 
-	matches        int
-	more           bool // a match beyond max exists
-	lastFile       string
-	lastLine       int
-	printedAny     bool
-	unreadableDirs int
-	skippedFiles   int
+	matches    int
+	more       bool // a match beyond max exists
+	lastFile   string
+	lastLine   int
+	printedAny bool
+	skipped    int // files that could not be read
+
+	// before holds the context lines ahead of the next match, at most
+	// contextLines of them and at most maxOutputBytes of text: more could
+	// never be shown, so a huge context_lines cannot hold a file in memory.
+	before      []heldLine
+	beforeBytes int
 }
 
 type heldLine struct {
@@ -185,31 +190,40 @@ type heldLine struct {
 	text string
 }
 
+// heldLineCost is a held line's bytes beyond its text.
+const heldLineCost = 32
+
 // file searches one file. explicit is true when the script named the file
 // as path: then failures are errors instead of silent skips.
 func (s *grepSearch) file(ctx context.Context, rel, shown string, explicit bool) error {
-	f, err := s.rt.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	var f *os.File
+	var err error
+	if explicit {
+		f, _, err = openShown(s.rt, rel, shown)
+	} else {
+		f, _, err = openChecked(s.rt, rel)
+	}
 	if err != nil {
-		if explicit {
-			return fsError(shown, err)
+		var irr *irregularError
+		switch {
+		case explicit:
+			return err
+		case !errors.As(err, &irr):
+			// A file swapped for a FIFO or a device since the listing
+			// is not a file to search; one that cannot be read is noted.
+			s.skipped++
 		}
-		s.skippedFiles++
 		return nil
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		if explicit {
-			return badParam("%s is not a regular file", shown)
-		}
-		return nil
-	}
-	br := bufio.NewReaderSize(f, 64<<10)
+	br := getReader(f)
+	defer putReader(br)
 	sample, err := sniff(br)
 	if err != nil {
 		if explicit {
 			return fsError(shown, err)
 		}
-		s.skippedFiles++
+		s.skipped++
 		return nil
 	}
 	if looksBinary(sample) {
@@ -218,24 +232,23 @@ func (s *grepSearch) file(ctx context.Context, rel, shown string, explicit bool)
 		}
 		return nil
 	}
-	lr := &lineReader{br: br, keep: maxScanLineBytes}
-	var before []heldLine
+	s.lines.br = br
+	defer func() { s.lines.br = nil }()
+	s.dropHeld()
 	afterLeft := 0
 	for n := 1; ; n++ {
-		if n%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		line, err := lr.next()
+		line, err := s.lines.next()
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		if err != nil {
 			if explicit {
 				return fsError(shown, err)
 			}
-			s.skippedFiles++
+			s.skipped++
 			return nil
 		}
 		switch {
@@ -245,25 +258,38 @@ func (s *grepSearch) file(ctx context.Context, rel, shown string, explicit bool)
 				return errStopWalk
 			}
 			s.matches++
-			for _, h := range before {
+			for _, h := range s.before {
 				s.emit(rel, h.n, '-', h.text)
 			}
-			before = before[:0]
+			s.dropHeld()
 			s.emit(rel, n, ':', displayLine(line))
 			afterLeft = s.contextLines
 		case afterLeft > 0:
 			s.emit(rel, n, '-', displayLine(line))
 			afterLeft--
 		case s.contextLines > 0:
-			if len(before) == s.contextLines {
-				before = append(before[:0], before[1:]...)
-			}
-			before = append(before, heldLine{n: n, text: displayLine(line)})
+			s.hold(heldLine{n: n, text: displayLine(line)})
 		}
 		if s.out.full {
 			return errStopWalk
 		}
 	}
+}
+
+// hold keeps a context line, dropping the oldest beyond the bounds.
+func (s *grepSearch) hold(h heldLine) {
+	s.before = append(s.before, h)
+	s.beforeBytes += len(h.text) + heldLineCost
+	for len(s.before) > s.contextLines || s.beforeBytes > maxOutputBytes {
+		s.beforeBytes -= len(s.before[0].text) + heldLineCost
+		s.before[0] = heldLine{}
+		s.before = s.before[1:]
+	}
+}
+
+func (s *grepSearch) dropHeld() {
+	clear(s.before)
+	s.before, s.beforeBytes = s.before[:0], 0
 }
 
 func (s *grepSearch) emit(rel string, n int, sep byte, text string) {
@@ -274,7 +300,7 @@ func (s *grepSearch) emit(rel string, n int, sep byte, text string) {
 	s.lastFile, s.lastLine, s.printedAny = rel, n, true
 }
 
-func (s *grepSearch) finish() string {
+func (s *grepSearch) finish(walkNotes []string) string {
 	var notes []string
 	if s.out.full {
 		notes = append(notes, s.out.fullNote())
@@ -282,10 +308,10 @@ func (s *grepSearch) finish() string {
 	if s.more {
 		notes = append(notes, fmt.Sprintf("[results capped at %d matches]", s.max))
 	}
-	if s.skippedFiles > 0 {
-		notes = append(notes, "["+plural(s.skippedFiles, "file")+" could not be read and skipped]")
+	if s.skipped > 0 {
+		notes = append(notes, "["+plural(s.skipped, "file")+" could not be read and skipped]")
 	}
-	notes = append(notes, unreadableNote(s.unreadableDirs))
+	notes = append(notes, walkNotes...)
 	if s.matches == 0 {
 		return s.out.finish(append([]string{"No matches found."}, notes...)...)
 	}

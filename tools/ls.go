@@ -94,7 +94,7 @@ func (t *lsTool) Execute(ctx context.Context, params map[string]any) (Result, er
 	start := display(tg.rel)
 	listed, notShown := 0, 0
 	w := &walker{
-		fsys:     rt.FS(),
+		rt:       rt,
 		hidden:   all,
 		maxDepth: maxDepth,
 		visit: func(rel string, d fs.DirEntry, _ int) error {
@@ -147,7 +147,7 @@ func (t *lsTool) Execute(ctx context.Context, params map[string]any) (Result, er
 			notes = append(notes, fmt.Sprintf("[listing capped at %d entries]", listed))
 		}
 	}
-	notes = append(notes, unreadableNote(w.unreadable))
+	notes = append(notes, w.notes()...)
 	return TextResult(out.finish(notes...)), nil
 }
 

@@ -57,17 +57,14 @@ func (o *output) fullNote() string {
 }
 
 // finish returns the text with notes appended on their own lines and no
-// trailing newline.
+// trailing newline. The notes go into the same buffer, so a full result
+// is not copied once per note.
 func (o *output) finish(notes ...string) string {
-	s := strings.TrimSuffix(o.b.String(), "\n")
 	for _, n := range notes {
-		if n == "" {
-			continue
+		if n != "" {
+			o.b.WriteString(n)
+			o.b.WriteByte('\n')
 		}
-		if s != "" {
-			s += "\n"
-		}
-		s += n
 	}
-	return s
+	return strings.TrimSuffix(o.b.String(), "\n")
 }

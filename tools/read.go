@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"syscall"
 )
 
 const defaultReadLimit = 2000
@@ -57,44 +55,17 @@ func (t *readTool) Execute(ctx context.Context, params map[string]any) (Result, 
 		return Result{}, err
 	}
 	defer rt.Close()
-	f, err := openRegular(rt, tg)
+	f, fi, err := openShown(rt, tg.rel, tg.shown)
 	if err != nil {
 		return Result{}, err
 	}
 	defer f.Close()
-	hint := 0
-	if fi, err := f.Stat(); err == nil {
-		hint = int(min(fi.Size(), maxOutputBytes))
-	}
+	hint := int(min(fi.Size(), maxOutputBytes))
 	text, err := readLines(ctx, f, tg.shown, offset, limit, hint)
 	if err != nil {
 		return Result{}, err
 	}
 	return TextResult(text), nil
-}
-
-// openRegular opens a regular file for reading. O_NONBLOCK keeps a FIFO
-// planted under the path from blocking the call forever; it has no effect
-// on regular files.
-func openRegular(rt *os.Root, tg target) (*os.File, error) {
-	f, err := rt.OpenFile(tg.rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fsError(tg.shown, err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fsError(tg.shown, err)
-	}
-	if fi.IsDir() {
-		f.Close()
-		return nil, badParam("%s is a directory; use ls to list it", tg.shown)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, badParam("%s is not a regular file", tg.shown)
-	}
-	return f, nil
 }
 
 // readLines renders lines offset..offset+limit-1 of r. sizeHint (the file
@@ -109,7 +80,7 @@ func readLines(ctx context.Context, r io.Reader, shown string, offset, limit, si
 	if looksBinary(sample) {
 		return "", newError(ErrBinary, "%s is a binary file", shown)
 	}
-	lr := &lineReader{br: br, keep: keepBytes}
+	lr := &lineReader{ctx: ctx, br: br, keep: keepBytes}
 	out := newOutput()
 	out.grow(sizeHint + sizeHint/4)
 	n := 0 // lines consumed so far
@@ -123,6 +94,9 @@ func readLines(ctx context.Context, r io.Reader, shown string, offset, limit, si
 		line, err := lr.next()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
 		}
 		if err != nil {
 			return "", fsError(shown, err)
@@ -144,6 +118,9 @@ func readLines(ctx context.Context, r io.Reader, shown string, offset, limit, si
 		return "", badParam("offset %d is beyond the end of %s (%d lines)", offset, shown, n)
 	}
 	more, err := countLines(ctx, br, out.full)
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
 	if err != nil {
 		return "", fsError(shown, err)
 	}

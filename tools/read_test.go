@@ -130,7 +130,7 @@ func TestReadRefuses(t *testing.T) {
 		{"binary file", map[string]any{"path": "bin.dat"}, ErrBinary, "bin.dat is a binary file"},
 		{"invalid UTF-8 noise", map[string]any{"path": "noise.dat"}, ErrBinary, "noise.dat is a binary file"},
 		{"directory", map[string]any{"path": "dir"}, ErrBadParam, "dir is a directory; use ls to list it"},
-		{"fifo does not block", map[string]any{"path": "fifo"}, ErrBadParam, "fifo is not a regular file"},
+		{"fifo does not block", map[string]any{"path": "fifo"}, ErrNotRegular, "fifo is a named pipe (FIFO), not a regular file"},
 		{"offset past the end", map[string]any{"path": "notes.txt", "offset": 5.0}, ErrBadParam, "offset 5 is beyond the end of notes.txt (2 lines)"},
 		{"offset in an empty file", map[string]any{"path": "empty.txt", "offset": 2.0}, ErrBadParam, "beyond the end"},
 		{"missing path", map[string]any{}, ErrBadParam, `parameter "path" of read is required`},

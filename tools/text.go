@@ -3,6 +3,7 @@ package tools
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -78,11 +79,20 @@ func sniff(br *bufio.Reader) ([]byte, error) {
 // lineReader yields lines of any length while keeping at most keep bytes
 // of each, so a huge single-line file cannot blow up memory. Callers keep
 // enough bytes that a cut line is also longer than what they display.
+// Every ctxEvery bytes it checks ctx, so one endless line (a sparse file
+// of gigabytes) ends at the deadline like any other read.
 type lineReader struct {
+	ctx  context.Context
 	br   *bufio.Reader
 	keep int
 	buf  []byte
+	// unchecked counts bytes consumed since ctx was last checked.
+	unchecked int
 }
+
+// ctxEvery is how many bytes a lineReader consumes between checks of its
+// context: a fraction of a millisecond of scanning.
+const ctxEvery = 256 << 10
 
 // next returns the next line without its "\n" (and without a trailing
 // "\r"), and io.EOF after the last line. A final line without a newline is
@@ -94,6 +104,12 @@ func (lr *lineReader) next() ([]byte, error) {
 		chunk, err := lr.br.ReadSlice('\n')
 		if len(chunk) > 0 {
 			sawAny = true
+		}
+		if lr.unchecked += len(chunk); lr.unchecked >= ctxEvery {
+			lr.unchecked = 0
+			if cerr := lr.ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
 		}
 		if room := lr.keep - len(lr.buf); room > 0 {
 			lr.buf = append(lr.buf, chunk[:min(room, len(chunk))]...)

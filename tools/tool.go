@@ -43,4 +43,7 @@ var (
 	ErrEscapes    = errors.New("path escapes the tool root")
 	ErrBinary     = errors.New("binary file")
 	ErrNotAllowed = errors.New("not allowed")
+	// ErrNotRegular refuses to read a FIFO, a socket or a device: reading
+	// one could block for ever (a FIFO nobody writes) or never end.
+	ErrNotRegular = errors.New("not a regular file")
 )

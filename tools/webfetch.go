@@ -214,7 +214,9 @@ func (t *webfetchTool) fetch(ctx context.Context, params map[string]any) (Result
 	text := decodeText(body, charset)
 	var head strings.Builder
 	fmt.Fprintf(&head, "URL: %s\nContent-Type: %s\n", final.Redacted(), mediaType)
+	elementsCut := false
 	if kind == contentHTML {
+		text, elementsCut = limitElements(text, maxHTMLElements)
 		doc, err := html.Parse(strings.NewReader(text))
 		if err != nil {
 			return Result{}, fmt.Errorf("webfetch %s: parse HTML: %w", final.Redacted(), err)
@@ -239,6 +241,9 @@ func (t *webfetchTool) fetch(ctx context.Context, params map[string]any) (Result
 	var notes []string
 	if cut {
 		notes = append(notes, fmt.Sprintf("[response body cut at %d bytes]", t.maxBytes))
+	}
+	if elementsCut {
+		notes = append(notes, fmt.Sprintf("[page cut at %d HTML elements before conversion]", maxHTMLElements))
 	}
 	if n := utf8.RuneCountInString(text); n > maxChars {
 		text = cutRunes(text, maxChars)
@@ -298,4 +303,29 @@ func cutRunes(s string, n int) string {
 		i++
 	}
 	return s
+}
+
+// maxHTMLElements bounds the elements of a page that are parsed and
+// converted: the tree and the conversion cost ~500 bytes per element, so
+// the 5 MiB body cap alone would let one page of empty tags cost ~190 MiB
+// (and a script can serve one from loopback).
+const maxHTMLElements = 20000
+
+// limitElements cuts page before its (max+1)th start tag, scanning with
+// the tokenizer, which builds no tree.
+func limitElements(page string, max int) (string, bool) {
+	z := html.NewTokenizer(strings.NewReader(page))
+	offset, n := 0, 0
+	for {
+		tt := z.Next()
+		if tt == html.ErrorToken {
+			return page, false
+		}
+		if tt == html.StartTagToken || tt == html.SelfClosingTagToken {
+			if n++; n > max {
+				return page[:offset], true
+			}
+		}
+		offset += len(z.Raw())
+	}
 }

@@ -284,3 +284,20 @@ func TestWebfetchHonoursCancellation(t *testing.T) {
 	_, err := newFetch(t, Options{}).Execute(ctx, map[string]any{"url": srv.URL + "/slow"})
 	assert.ErrorIs(t, err, context.Canceled)
 }
+
+// A page of a million empty elements would cost the host ~100 MiB to
+// parse and convert: it is cut, with a note, before the tree is built.
+func TestWebfetchCutsAPageOfTooManyElements(t *testing.T) {
+	page := "<html><body><p>start</p>" + strings.Repeat("<div><a href=x>a</a></div>", maxHTMLElements) + "<p>end</p></body></html>"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(page))
+	}))
+	defer srv.Close()
+	res, err := newFetch(t, Options{}).Execute(context.Background(), map[string]any{"url": srv.URL, "extractMode": "text"})
+	require.NoError(t, err)
+	got := res.Content[0].Text
+	assert.Contains(t, got, "start")
+	assert.NotContains(t, got, "end")
+	assert.True(t, strings.HasSuffix(got, fmt.Sprintf("[page cut at %d HTML elements before conversion]", maxHTMLElements)), got[len(got)-200:])
+}
