@@ -65,12 +65,20 @@ clean:
 	rm -rf bin
 
 # Hardening: SOAK_CYCLES kernel lifecycles with injected faults, then the
-# leak checks (processes, staging files, goroutines, RSS growth); `make
-# test` runs the same test with its default of 100 cycles.
+# leak checks (processes, staging files, goroutines, RSS growth); then
+# MEMORY_CYCLES attach/execute/detach cycles and, apart, MEMORY_CELLS cells
+# on one kernel, each of which may grow the heap by under 1 MiB; then the
+# benchmarks print heap bytes and objects per cycle and per cell (1,000
+# each). `make test` runs the same tests scaled down (100 fault cycles,
+# 200 memory cycles, 2,000 cells, bounds scaled alike).
 .PHONY: soak load
 SOAK_CYCLES ?= 1000
+MEMORY_CYCLES ?= 10000
+MEMORY_CELLS ?= 10000
 soak:
 	SOAK_CYCLES=$(SOAK_CYCLES) $(GO) test -run '^TestSoakKernelLifecyclesWithInjectedFaults$$' -count=1 -v -timeout 60m ./integration/
+	MEMORY_CYCLES=$(MEMORY_CYCLES) MEMORY_CELLS=$(MEMORY_CELLS) $(GO) test -run '^Test(SessionCycles|CellsOnOneKernel)KeepTheHeapFlat$$' -count=1 -v -timeout 60m ./integration/
+	$(GO) test -run '^$$' -bench 'Heap$$' -benchtime 10x -count=1 -timeout 30m ./integration/
 
 # Load: 8 concurrent sessions x 200 cells x 5 helper calls; prints cells/s,
 # helper calls/s and cell latency percentiles (LOAD_SESSIONS, LOAD_CELLS,

@@ -70,6 +70,7 @@ func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config,
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
 		actor.WithDeadLetterThrottleInterval(time.Millisecond),
 	)
+	compactRegistry(sys.ProcessRegistry)
 	t := &Tree{System: sys}
 	ready := make(chan struct{})
 	subtreeProps := actor.PropsFromProducer(func() actor.Actor {
@@ -92,6 +93,35 @@ func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config,
 }
 
 func restartDecider(any) actor.Directive { return actor.RestartDirective }
+
+// registryBuckets is how many of protoactor's process-registry buckets a
+// tree keeps; a bucket is a map of 32 lock-striped shards.
+const registryBuckets = 1
+
+// compactRegistry shrinks the actor system's process registry from 1,024
+// buckets to registryBuckets before any actor of ours is registered.
+// Every actor, future and status query registers a fresh id, and the ids
+// spread over all 32,768 shard maps, which allocate their storage when
+// first used and never give it back: about 280 bytes per shard, so the
+// heap grew with every session cycle and cell until all 9 MB were
+// touched, long after the entries themselves had been removed. With 32
+// shards the registry holds what is live plus about 9 KiB, and 32 lock
+// stripes are plenty for the handful of concurrent registrations a
+// runtime makes.
+func compactRegistry(pr *actor.ProcessRegistryValue) {
+	sm := pr.LocalPIDs
+	live := map[string]any{}
+	for _, b := range sm.LocalPIDs {
+		for id, p := range b.Items() {
+			live[id] = p
+			b.Remove(id)
+		}
+	}
+	sm.LocalPIDs = append(sm.LocalPIDs[:0:0], sm.LocalPIDs[:registryBuckets]...)
+	for id, p := range live {
+		sm.GetBucket(id).Set(id, p)
+	}
+}
 
 // Shutdown stops the subtree (every worker stops its kernel first) and
 // then the actor system. It waits for the subtree at most until ctx ends.

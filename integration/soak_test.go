@@ -36,9 +36,6 @@ const (
 	// evictSessions is how many kernels an eviction cycle starts, one after
 	// the other: more than the cap, so admission has to evict.
 	evictSessions = soakMaxKernels + 1
-	// soakRegistryWarmup is how many owners warm protoactor's process
-	// registry up (see warmRegistry).
-	soakRegistryWarmup = 50000
 )
 
 func soakCycles(t *testing.T) int {
@@ -295,12 +292,6 @@ func TestSoakKernelLifecyclesWithInjectedFaults(t *testing.T) {
 		withRuntimeOption(executecode.WithTelemetry(bus)))
 	tmp = s.e.tmp
 
-	// protoactor's process registry spreads actor ids over 32,768 small
-	// maps that it allocates on first use and never frees (about 9 MB once
-	// all are touched): bounded, but it would read as growth. Attach and
-	// Detach each make short-lived actors, so a run of them touches the
-	// maps before the baseline is taken.
-	warmRegistry(t, s.e.rt, soakRegistryWarmup)
 	warmup := max(cycles/10, 2*len(soakFaults))
 	var next atomic.Int64
 	var baseline, end memFigures
@@ -356,7 +347,7 @@ func TestSoakKernelLifecyclesWithInjectedFaults(t *testing.T) {
 	t.Logf("soak: left over: %d processes, %d staging files, snapshot live %d owners %d",
 		len(scriptProcesses(s.e.mark)), len(files), snap.Capacity.Live, snap.Owners)
 	t.Logf("soak: host RSS %d KiB after %d warm-up cycles, %d KiB at the end (%+.1f %%); live heap %d KiB -> %d KiB; %d goroutines",
-		baseline.rss, warmup, end.rss, growth, baseline.heap, end.heap, runtime.NumGoroutine())
+		baseline.rss>>10, warmup, end.rss>>10, growth, baseline.heap>>10, end.heap>>10, runtime.NumGoroutine())
 	if raceDetector {
 		heapGrowth := float64(end.heap-baseline.heap) / float64(baseline.heap) * 100
 		assert.Less(t, heapGrowth, 10.0, "live heap growth after the warm-up (RSS is not a leak signal under -race)")
@@ -365,33 +356,27 @@ func TestSoakKernelLifecyclesWithInjectedFaults(t *testing.T) {
 	assert.Less(t, growth, 10.0, "host RSS growth after the warm-up")
 }
 
-// warmRegistry attaches and detaches n owners, each a few actor ids.
-func warmRegistry(t *testing.T, rt *executecode.Runtime, n int) {
-	t.Helper()
-	for i := range n {
-		o, err := rt.Attach(executecode.Scope{SessionID: "warm-" + strconv.Itoa(i), AgentID: "main"})
-		require.NoError(t, err)
-		require.NoError(t, o.Detach(context.Background()))
-	}
-}
-
-// memFigures are this process's resident set and live heap, in KiB,
-// after a collection has returned what it can to the system.
-type memFigures struct{ rss, heap int64 }
+// memFigures are this process's resident set, live heap (HeapAlloc) and
+// live heap objects after a collection has returned what it can to the
+// system; sizes in bytes.
+type memFigures struct{ rss, heap, objects int64 }
 
 func settledMemory() memFigures {
+	// Two collections: objects a finalizer released in the first are
+	// garbage only for the second.
 	runtime.GC()
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	m := memFigures{heap: int64(ms.HeapAlloc >> 10)}
+	m := memFigures{heap: int64(ms.HeapAlloc), objects: int64(ms.HeapObjects)}
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return m
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			m.rss, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			m.rss = kib << 10
 		}
 	}
 	return m

@@ -86,6 +86,9 @@ func (ss *servedSession) loop() {
 			return
 		}
 		cell := ss.queue[0]
+		// The slot goes on backing the queue; cleared, it no longer keeps
+		// a finished cell (its script) alive.
+		ss.queue[0] = nil
 		ss.queue = ss.queue[1:]
 		ss.mu.Unlock()
 		cell()
