@@ -2,14 +2,14 @@ package executecode
 
 import (
 	"path/filepath"
-	"strings"
 
+	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/privatetmp"
 )
 
 // Canonical names that replace host paths in everything the model sees
-// (design.md departure 3). The spill file's path is left visible on purpose:
-// the model may read() it.
+// (README, "The result"). The spill file's path is left visible on
+// purpose: the model may read() it.
 const (
 	workspaceName = "<workspace>"
 	bridgeName    = "<workspace>/rpc"
@@ -17,10 +17,17 @@ const (
 	tokenName     = "<token>"
 )
 
-// scrubber rewrites one run's host paths and token.
-type scrubber struct{ r *strings.Replacer }
+// scrubTarget is one host directory and the name that replaces it.
+type scrubTarget struct{ path, name string }
 
-func newScrubber(ws workspace, root *privatetmp.Root) scrubber {
+// newScrubber builds the one scrubber of a run or cell: it rewrites the
+// given directories, the staging root and the bridge token, each path also
+// in its symlink-resolved form (what os.getcwd or os.path.realpath
+// print). The same scrubber rewrites the captured output as it streams
+// (before truncation, and so in the spill) and every other string a
+// script can make the host say: text() blocks, notify() messages, the
+// exception headline and traceback, and errors.
+func newScrubber(root *privatetmp.Root, token string, dirs ...scrubTarget) *kernelworker.Scrubber {
 	var pairs []string
 	add := func(path, name string) {
 		if path == "" {
@@ -31,27 +38,33 @@ func newScrubber(ws workspace, root *privatetmp.Root) scrubber {
 			pairs = append(pairs, real, name)
 		}
 	}
-	// Longest first: the rpc dir lives inside the base.
-	add(ws.rpc, bridgeName)
-	add(ws.base, workspaceName)
-	if ws.token != "" {
-		pairs = append(pairs, ws.token, tokenName)
+	for _, d := range dirs {
+		add(d.path, d.name)
 	}
-	return scrubber{strings.NewReplacer(pairs...)}
+	if root != nil {
+		add(root.Path(), rootName)
+	}
+	if token != "" {
+		pairs = append(pairs, token, tokenName)
+	}
+	return kernelworker.NewScrubber(pairs...)
 }
 
-func (s scrubber) scrub(text string) string {
-	if s.r == nil {
-		return text
-	}
-	return s.r.Replace(text)
+// runScrubber is the scrubber of a per-call run's workspace.
+func runScrubber(ws workspace, root *privatetmp.Root) *kernelworker.Scrubber {
+	return newScrubber(root, ws.token, scrubTarget{ws.rpc, bridgeName}, scrubTarget{ws.base, workspaceName})
 }
 
 // scrubError renders err without the staging root's host path.
 func scrubError(err error, root *privatetmp.Root) string {
-	msg := err.Error()
-	if root != nil {
-		msg = strings.ReplaceAll(msg, root.Path(), rootName)
+	return newScrubber(root, "").String(err.Error())
+}
+
+// scrubAll scrubs each string of ss.
+func scrubAll(sc *kernelworker.Scrubber, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = sc.String(s)
 	}
-	return msg
+	return out
 }

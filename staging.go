@@ -70,6 +70,14 @@ func (r *Runtime) staging() (roots, error) {
 	return r.roots, nil
 }
 
+// workRoot is the root workspaces and bridges are made in, nil before
+// the first run opened it.
+func (r *Runtime) workRoot() *privatetmp.Root {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.roots.work
+}
+
 // newSpill opens a spill file in the spill root, opening that root first
 // if this is the runtime's first spill. The spill is registered live.
 func (r *Runtime) newSpill() (*os.File, error) {
