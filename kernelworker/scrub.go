@@ -21,7 +21,7 @@ import (
 type Scrubber struct {
 	// index maps a first byte to 1 + its bucket in buckets; 0 is none.
 	index   [256]uint8
-	buckets [][]scrubPattern
+	buckets []scrubBucket
 	// firsts are the distinct first bytes, when few enough to find with
 	// bytes.IndexByte, which is much faster than a byte loop.
 	firsts  []byte
@@ -29,6 +29,16 @@ type Scrubber struct {
 }
 
 type scrubPattern struct{ old, new string }
+
+// scrubBucket holds the patterns of one first byte, longest first, and
+// the second bytes they have: most candidates (a '/' in a listing of
+// other paths) fail on that one table lookup.
+type scrubBucket struct {
+	pats   []scrubPattern
+	second [256]bool
+	// single is the bucket's one-byte pattern, if it has one.
+	single *scrubPattern
+}
 
 // maxIndexedFirsts bounds the first bytes found with IndexByte; more fall
 // back to the table loop. Paths share '/', so a run's patterns have two.
@@ -51,19 +61,27 @@ func NewScrubber(pairs ...string) *Scrubber {
 			if len(s.buckets) == 255 {
 				continue // cannot happen with a run's dozen patterns
 			}
-			s.buckets = append(s.buckets, nil)
+			s.buckets = append(s.buckets, scrubBucket{})
 			b = uint8(len(s.buckets))
 			s.index[old[0]] = b
 			s.firsts = append(s.firsts, old[0])
 		}
-		s.buckets[b-1] = append(s.buckets[b-1], scrubPattern{old, repl})
+		bucket := &s.buckets[b-1]
+		bucket.pats = append(bucket.pats, scrubPattern{old, repl})
+		if len(old) > 1 {
+			bucket.second[old[1]] = true
+		}
 		s.longest = max(s.longest, len(old))
 	}
-	for _, bucket := range s.buckets {
+	for k := range s.buckets {
 		// Longest first: at a position the first full match is the
 		// longest, and every pattern that could still grow into a
 		// longer match is looked at before it.
-		slices.SortStableFunc(bucket, func(a, b scrubPattern) int { return len(b.old) - len(a.old) })
+		b := &s.buckets[k]
+		slices.SortStableFunc(b.pats, func(a, b scrubPattern) int { return len(b.old) - len(a.old) })
+		if last := &b.pats[len(b.pats)-1]; len(last.old) == 1 {
+			b.single = last
+		}
 	}
 	if len(s.firsts) > maxIndexedFirsts {
 		s.firsts = nil
@@ -94,9 +112,11 @@ func (s *Scrubber) scan(dst, buf []byte, final bool) (out []byte, at int) {
 	}
 	emitted := 0
 	for i := 0; i < len(buf); {
-		j := s.candidate(buf, i, &next)
-		if j == len(buf) {
-			break
+		j := i
+		if s.index[buf[j]] == 0 {
+			if j = s.candidate(buf, i, &next); j == len(buf) {
+				break
+			}
 		}
 		p, pending := s.matchAt(buf[j:], final)
 		switch {
@@ -143,9 +163,12 @@ func (s *Scrubber) candidate(buf []byte, i int, next *[maxIndexedFirsts]int) int
 // pending when rest is a proper prefix of a longer pattern and more
 // input may follow.
 func (s *Scrubber) matchAt(rest []byte, final bool) (*scrubPattern, bool) {
-	bucket := s.buckets[s.index[rest[0]]-1]
-	for k := range bucket {
-		p := &bucket[k]
+	bucket := &s.buckets[s.index[rest[0]]-1]
+	if len(rest) > 1 && !bucket.second[rest[1]] {
+		return bucket.single, false
+	}
+	for k := range bucket.pats {
+		p := &bucket.pats[k]
 		if len(rest) >= len(p.old) {
 			if string(rest[:len(p.old)]) == p.old {
 				return p, false

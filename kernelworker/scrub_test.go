@@ -81,9 +81,9 @@ func TestNilAndEmptyScrubbersReplaceNothing(t *testing.T) {
 func TestScrubberWithOverlappingPatternsMatchesTheSpecification(t *testing.T) {
 	// The end of one pattern is the start of another: a stream that
 	// waited for the second could miss the first.
-	pairs := []string{"XYZ", "<a>", "ZW", "<b>", "XY", "<c>", "/a", "<d>", "/a/b/c", "<e>"}
+	pairs := []string{"XYZ", "<a>", "ZW", "<b>", "XY", "<c>", "/a", "<d>", "/a/b/c", "<e>", "/", "<s>", "Q", "<q>"}
 	s := NewScrubber(pairs...)
-	for _, in := range []string{"XYZW", "XYW", "XYZZW", "/a/b/", "/a/b/c/a", "ZXYZW/a/b/cX"} {
+	for _, in := range []string{"XYZW", "XYW", "XYZZW", "/a/b/", "/a/b/c/a", "ZXYZW/a/b/cX", "//a/", "QQ/Qa"} {
 		assert.Equal(t, naiveScrub(in, pairs...), s.String(in), in)
 	}
 }
@@ -128,7 +128,7 @@ func FuzzScrubStream(f *testing.F) {
 	f.Add("XYZWXYXYZ", uint8(1), uint64(2))
 	f.Add("é/a/b/c€/a", uint8(2), uint64(3))
 	pairs := []string{"/dev/shm/x", "<r>", "/dev/shm/x/y", "<w>", "XYZ", "<a>", "ZW", "<b>", "XY", "<c>",
-		"/a", "<d>", "/a/b/c", "<e>", "é/a", "<f>"}
+		"/a", "<d>", "/a/b/c", "<e>", "é/a", "<f>", "Q", "<q>"}
 	s := NewScrubber(pairs...)
 	f.Fuzz(func(t *testing.T, in string, step uint8, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 9))
@@ -233,4 +233,29 @@ func TestCaptureSpillUnderItsCapIsWhole(t *testing.T) {
 	require.NoError(t, c.Close())
 	assert.False(t, got.SpillCut)
 	assert.Equal(t, int64(len(in)), got.SpillBytes)
+}
+
+// BenchmarkScrubStream is the scrubber alone over 64 KiB writes: text
+// with a few candidates, path-like lines that start like the staging root
+// but are not it, and a flood of '/' (every byte a candidate), the worst
+// a script can choose.
+func BenchmarkScrubStream(b *testing.B) {
+	sc := runScrubber()
+	for _, in := range []struct {
+		name string
+		p    []byte
+	}{
+		{"plain", bytes.Repeat([]byte("output line of a chatty script\n"), (64<<10)/32)},
+		{"near-misses", bytes.Repeat([]byte(tRoot[:len(tRoot)-1]+"\n"), (64<<10)/len(tRoot))},
+		{"slashes", bytes.Repeat([]byte("/"), 64<<10)},
+	} {
+		b.Run(in.name, func(b *testing.B) {
+			st := scrubStream{s: sc}
+			var out []byte
+			b.SetBytes(int64(len(in.p)))
+			for b.Loop() {
+				out = st.append(out[:0], in.p)
+			}
+		})
+	}
 }
