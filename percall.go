@@ -102,12 +102,12 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	}
 	rs, err := r.staging()
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, rs.work))
+		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
 	}
 	root := rs.work
 	ws, err := r.stage(root, call.Script, r.wakeups)
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, root))
+		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
 	}
 	defer privatetmp.Teardown(ws.base, privatetmp.LabelWorkspace, &r.log)
 
@@ -122,7 +122,7 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	// One scrubber for everything this run can make the host say; the
 	// capture applies it as the output streams in, before it is cut or
 	// spilled.
-	sc := runScrubber(ws, root)
+	sc := r.runScrubber(ws)
 
 	// NewSpill registers the spill as live, so the reaper leaves it alone
 	// until the capture is finished.

@@ -191,7 +191,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 			// new one could race it, running isolated cannot.
 			return r.runFallback(ctx, call, python, FallbackStopFailed, started, false)
 		case rr.Err != nil:
-			return r.sessionFailure("reset_failed: "+scrubError(rr.Err, r.workRoot()), started, false), nil
+			return r.sessionFailure("reset_failed: "+r.scrubError(rr.Err), started, false), nil
 		}
 		resetPerformed = rr.Performed
 	}
@@ -242,7 +242,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	// workspace (the runner's sys.argv[0], the helpers' __file__) and the
 	// staging root. The worker applies it to the output as it streams and
 	// to the exception; the rest is rewritten here.
-	sc := newScrubber(r.workRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},
+	sc := newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},
 		scrubTarget{ws.base, workspaceName}, scrubTarget{alloc.Workspace, workspaceName})
 	policy, approvals, err := r.gate()
 	if err != nil {

@@ -25,6 +25,8 @@ const sharedMemoryDir = "/dev/shm"
 type roots struct {
 	work, spill *privatetmp.Root
 	spillDir    string
+	// workReal is work's path with symlinks resolved, for the scrubbers.
+	workReal string
 }
 
 // stagingDirs picks the directories the roots are made in.
@@ -62,20 +64,13 @@ func (r *Runtime) staging() (roots, error) {
 		return roots{}, err
 	}
 	r.roots = roots{work: work}
+	r.roots.workReal, _ = filepath.EvalSymlinks(work.Path())
 	if spillDir == workDir {
 		r.roots.spill = work
 	} else {
 		r.roots.spillDir = spillDir
 	}
 	return r.roots, nil
-}
-
-// workRoot is the root workspaces and bridges are made in, nil before
-// the first run opened it.
-func (r *Runtime) workRoot() *privatetmp.Root {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.roots.work
 }
 
 // newSpill opens a spill file in the spill root, opening that root first
