@@ -47,7 +47,7 @@ bench:
 # Every fuzz target for FUZZTIME each; crashers land in testdata as seeds.
 FUZZTIME ?= 60s
 FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest kernelworker:FuzzSanitize \
-	kernelworker:FuzzCapture tools:FuzzReadLines tools:FuzzExtractHTML \
+	kernelworker:FuzzCapture kernelworker:FuzzScrubStream tools:FuzzReadLines tools:FuzzExtractHTML \
 	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker \
 	kernelworker:FuzzParser kernelworker:FuzzStreamFastPath approval:FuzzParseDecision cmd/execute-code:FuzzServeLine
 

@@ -102,12 +102,12 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	}
 	rs, err := r.staging()
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, rs.work))
+		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
 	}
 	root := rs.work
 	ws, err := r.stage(root, call.Script, r.wakeups)
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, scrubError(err, root))
+		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
 	}
 	defer privatetmp.Teardown(ws.base, privatetmp.LabelWorkspace, &r.log)
 
@@ -119,9 +119,15 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 		defer bells.Close()
 	}
 
+	// One scrubber for everything this run can make the host say; the
+	// capture applies it as the output streams in, before it is cut or
+	// spilled.
+	sc := r.runScrubber(ws)
+
 	// NewSpill registers the spill as live, so the reaper leaves it alone
 	// until the capture is finished.
-	capture := kernelworker.NewCapture(r.cfg.MaxOutputBytes, r.newSpill)
+	capture := kernelworker.NewCapture(r.cfg.MaxOutputBytes, r.newSpill,
+		kernelworker.ScrubWith(sc), kernelworker.SpillLimit(r.cfg.SpillLimitBytes()))
 	defer func() {
 		_ = capture.Close()
 		if p := capture.Result().SpillPath; p != "" {
@@ -152,7 +158,7 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 		_ = bells.CloseChildEnds()
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("execute_code runner crashed: %s", scrubError(err, root))
+		return Result{}, fmt.Errorf("execute_code runner crashed: %s", sc.String(err.Error()))
 	}
 
 	// Kill the whole group the moment the run's context ends; remember
@@ -175,6 +181,7 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 		MaxResultBytes:  r.cfg.MaxRPCResultBytes,
 		MaxParallel:     r.cfg.MaxParallelRPC,
 		OnNotify:        call.Notify,
+		ScrubNotify:     sc.String,
 		OnRoundTrip:     r.metrics.ObserveRoundTrip,
 		Bells:           bells,
 		Logger:          &r.log,
@@ -199,7 +206,6 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	}
 	o.out = capture.Result()
 
-	sc := newScrubber(ws, root)
 	res := r.formatPerCall(o, sc)
 	var exitCode *int
 	if res.Details != nil {
@@ -220,7 +226,10 @@ func (r *Runtime) limits() kernelworker.Limits {
 
 // formatPerCall builds the model-visible result of a per-call run
 // (bridge.md §1.8–1.9 with design.md's rulings).
-func (r *Runtime) formatPerCall(o runOutcome, sc scrubber) Result {
+//
+// The output was scrubbed as it streamed; the blocks are scrubbed here, by
+// the same scrubber.
+func (r *Runtime) formatPerCall(o runOutcome, sc *kernelworker.Scrubber) Result {
 	d := &Details{
 		Truncated: o.out.Truncated,
 		RPCCalls:  o.stats.Calls,
@@ -229,14 +238,10 @@ func (r *Runtime) formatPerCall(o runOutcome, sc scrubber) Result {
 		RPCBytes:  o.stats.Bytes,
 		RPCTools:  append([]string{}, o.stats.SortedTools()...),
 	}
-	if o.out.Truncated && o.out.SpillPath != "" {
-		d.FullOutputPath = o.out.SpillPath
-	}
-	out := sc.scrub(o.out.Text)
-	blocks := make([]string, len(o.blocks))
-	for i, b := range o.blocks {
-		blocks[i] = sc.scrub(b)
-	}
+	sp := spillOf(o.out)
+	d.FullOutputPath = sp.path
+	out := o.out.Text
+	blocks := scrubAll(sc, o.blocks)
 
 	var headline string
 	switch {
@@ -257,9 +262,9 @@ func (r *Runtime) formatPerCall(o runOutcome, sc scrubber) Result {
 
 	var text string
 	if len(blocks) > 0 {
-		text = assemble(headline, blocks, out, d.Truncated, d.FullOutputPath)
+		text = assemble(headline, blocks, out, sp)
 	} else {
-		text = historicText(headline, out, d.Truncated, d.FullOutputPath, o.cancelled || o.timedOut)
+		text = historicText(headline, out, sp, o.cancelled || o.timedOut)
 	}
 	trust := Trusted
 	if _, web := o.stats.ToolsUsed["webfetch"]; web || o.stats.Untrusted {
@@ -270,8 +275,8 @@ func (r *Runtime) formatPerCall(o runOutcome, sc scrubber) Result {
 
 // historicText is the stdout-only result of a run without text() blocks
 // (bridge.md §1.9.1), kept byte-for-byte.
-func historicText(headline, out string, truncated bool, path string, stopped bool) string {
-	body := withMarker(out, truncated, path)
+func historicText(headline, out string, sp spillNote, stopped bool) string {
+	body := withMarker(out, sp)
 	switch {
 	case stopped:
 		if body == "" {

@@ -103,8 +103,10 @@ func (r *Runtime) kernels() (*actors.Tree, error) {
 		Workspace:    r.kernelWorkspace,
 		Spill:        r.newSpill,
 		ReleaseSpill: r.releaseSpill,
-		Telemetry:    r.bus,
-		Logger:       &r.log,
+		// Like the spill opener, the cap is the runtime's, not the key's.
+		MaxSpillBytes: r.cfg.SpillLimitBytes(),
+		Telemetry:     r.bus,
+		Logger:        &r.log,
 	}
 	tree, err := actors.Start(cfg, base, approval.Config{Approver: r.approver, Telemetry: r.bus, Logger: &r.log},
 		actors.WithIntrospection(introspect.Config{QueueCapacity: r.cfg.MaxQueuedCellsPerKernel, Journal: r.journal}))
@@ -189,7 +191,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 			// new one could race it, running isolated cannot.
 			return r.runFallback(ctx, call, python, FallbackStopFailed, started, false)
 		case rr.Err != nil:
-			return r.sessionFailure(fmt.Sprintf("reset_failed: %v", rr.Err), started, false), nil
+			return r.sessionFailure("reset_failed: "+r.scrubError(rr.Err), started, false), nil
 		}
 		resetPerformed = rr.Performed
 	}
@@ -236,20 +238,26 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		_, _ = request[*registry.ReleaseReply](relCtx, tree, &registry.Release{Lease: alloc.Lease})
 	}()
 
+	// The cell's one scrubber: its bridge and token, the kernel's
+	// workspace (the runner's sys.argv[0], the helpers' __file__) and the
+	// staging root. The worker applies it to the output as it streams and
+	// to the exception; the rest is rewritten here.
+	sc := newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},
+		scrubTarget{ws.base, workspaceName}, scrubTarget{alloc.Workspace, workspaceName})
 	policy, approvals, err := r.gate()
 	if err != nil {
-		return r.sessionFailure(fmt.Sprintf("rpc_start_failed: %v", err), started, resetPerformed), nil
+		return r.sessionFailure("rpc_start_failed: "+sc.String(err.Error()), started, resetPerformed), nil
 	}
 	srv, err := pump.StartServer(pump.Config{
 		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(),
 		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
-		OnNotify: call.Notify, Bells: alloc.Bells, Logger: &r.log,
+		OnNotify: call.Notify, ScrubNotify: sc.String, Bells: alloc.Bells, Logger: &r.log,
 		OnAuthFailure: r.bridgeDenied, OnRoundTrip: r.metrics.ObserveRoundTrip,
 		Policy: policy, Approvals: approvals,
 		ApprovalContext: pump.ApprovalContext{SessionID: o.scope.SessionID, AgentID: o.scope.AgentID, Timeout: r.cfg.ApprovalTimeout(), Caller: call.ApprovalTag},
 	})
 	if err != nil {
-		return r.sessionFailure(fmt.Sprintf("rpc_start_failed: %v", err), started, resetPerformed), nil
+		return r.sessionFailure("rpc_start_failed: "+sc.String(err.Error()), started, resetPerformed), nil
 	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), serverTimeout)
@@ -268,6 +276,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		Ctx:       execCtx,
 		Code:      shimpy.RenderScript(call.Script, r.cfg.Tools),
 		Bridge:    &kernelworker.Bridge{Dir: ws.rpc, Token: ws.token, MaxTextBytes: r.cfg.MaxTextBytes},
+		Scrub:     sc,
 		Timeout:   max(time.Until(deadline), time.Millisecond),
 		CPUBudget: time.Duration(r.cfg.CPULimitSeconds) * time.Second,
 		Reply:     reply,
@@ -301,7 +310,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		// seed says is never retried or fallen back.)
 		return r.runFallback(ctx, call, python, FallbackStartupFailed, started, resetPerformed)
 	}
-	return r.formatSession(out, newScrubber(workspace{base: ws.base, rpc: ws.rpc, token: ws.token}, nil)), nil
+	return r.formatSession(out, sc), nil
 }
 
 // stageCellBridge reserves a cell's private bridge: a base directory, its
@@ -342,8 +351,10 @@ func (r *Runtime) sessionFailure(reason string, started time.Time, resetPerforme
 }
 
 // formatSession builds the model-visible result of a cell (bridge.md
-// §1.8–1.9, kernel.md §1.5 with rulings 5, 7 and 11).
-func (r *Runtime) formatSession(o cellOutcome, sc scrubber) Result {
+// §1.8–1.9, kernel.md §1.5 with rulings 5, 7 and 11). The worker scrubbed
+// and sanitized the output and the exception with sc; the blocks are
+// scrubbed here.
+func (r *Runtime) formatSession(o cellOutcome, sc *kernelworker.Scrubber) Result {
 	res := o.res
 	retained := o.replied && res.StateRetained
 	reused := o.reused
@@ -356,18 +367,15 @@ func (r *Runtime) formatSession(o cellOutcome, sc scrubber) Result {
 		RPCAccountingLoss: o.stats.AccountingLoss || o.statsLost,
 	}
 	out := ""
+	var sp spillNote
 	if o.replied {
 		d.Truncated = res.Output.Truncated
-		if res.Output.Truncated && res.Output.SpillPath != "" {
-			d.FullOutputPath = res.Output.SpillPath
-		}
-		out = sc.scrub(res.Output.Text)
+		sp = spillOf(res.Output)
+		d.FullOutputPath = sp.path
+		out = res.Output.Text
 		d.Reason, d.KilledBy = res.Reason, res.KilledBy
 	}
-	blocks := make([]string, len(o.blocks))
-	for i, b := range o.blocks {
-		blocks[i] = sc.scrub(b)
-	}
+	blocks := scrubAll(sc, o.blocks)
 
 	var headline string
 	switch {
@@ -384,7 +392,7 @@ func (r *Runtime) formatSession(o cellOutcome, sc scrubber) Result {
 		if h := kernelworker.LimitHeadline(res.KilledBy, r.limits(), kernelworker.ExitStatus{}); h != "" {
 			headline = h
 		}
-		out = withTraceback(out, sc.scrub(res.Exception.Traceback))
+		out = withTraceback(out, res.Exception.Traceback)
 	case res.Reason == "timeout":
 		headline = timedOutLine(o.timeout)
 	default:
@@ -397,16 +405,16 @@ func (r *Runtime) formatSession(o cellOutcome, sc scrubber) Result {
 	var text string
 	switch {
 	case len(blocks) > 0:
-		text = assemble(headline, blocks, out, d.Truncated, d.FullOutputPath)
+		text = assemble(headline, blocks, out, sp)
 	case headline == "":
-		text = withMarker(out, d.Truncated, d.FullOutputPath)
+		text = withMarker(out, sp)
 		if out == "" {
 			text = noOutput
 		}
 	default:
 		text = headline
 		if out != "" {
-			text += "\n\n" + withMarker(out, d.Truncated, d.FullOutputPath)
+			text += "\n\n" + withMarker(out, sp)
 		}
 	}
 	trust := Trusted

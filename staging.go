@@ -25,6 +25,8 @@ const sharedMemoryDir = "/dev/shm"
 type roots struct {
 	work, spill *privatetmp.Root
 	spillDir    string
+	// workReal is work's path with symlinks resolved, for the scrubbers.
+	workReal string
 }
 
 // stagingDirs picks the directories the roots are made in.
@@ -62,6 +64,7 @@ func (r *Runtime) staging() (roots, error) {
 		return roots{}, err
 	}
 	r.roots = roots{work: work}
+	r.roots.workReal, _ = filepath.EvalSymlinks(work.Path())
 	if spillDir == workDir {
 		r.roots.spill = work
 	} else {

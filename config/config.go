@@ -47,6 +47,9 @@ type Config struct {
 	MemoryLimitMB   int
 	FsizeLimitMB    int
 	NprocLimit      int
+	// MaxSpillBytes caps a run's full-output spill file; 0 means no cap of
+	// its own (see SpillLimitBytes).
+	MaxSpillBytes int64
 	// Sandbox is "" (none) or "landlock".
 	Sandbox string
 	// Allow, Deny and RequireApproval are the tool policy applied to every
@@ -103,6 +106,7 @@ func Defaults() Config {
 		MemoryLimitMB:           4096,
 		FsizeLimitMB:            1024,
 		NprocLimit:              0,
+		MaxSpillBytes:           DefaultMaxSpillBytes,
 		Sandbox:                 SandboxNone,
 		Allow:                   []string{},
 		Deny:                    []string{},
@@ -110,6 +114,11 @@ func Defaults() Config {
 		ApprovalTimeoutMS:       300000,
 	}
 }
+
+// DefaultMaxSpillBytes is max_spill_bytes when no source sets it: the
+// default file size limit, so a spill is never larger than a file the
+// script could have written itself.
+const DefaultMaxSpillBytes = 1 << 30
 
 // Options says where Load finds its sources.
 type Options struct {
@@ -164,6 +173,18 @@ func (c Config) MemoryLimitBytes() uint64 { return mebibytes(c.MemoryLimitMB) }
 
 // FsizeLimitBytes is the RLIMIT_FSIZE value in bytes; 0 means no limit.
 func (c Config) FsizeLimitBytes() uint64 { return mebibytes(c.FsizeLimitMB) }
+
+// SpillLimitBytes is the cap of a run's spill file: the smaller of
+// max_spill_bytes and fsize_limit_mb, each where set, since the host
+// writes the spill on the script's behalf and should write no larger a
+// file than the script itself may. 0 means no cap.
+func (c Config) SpillLimitBytes() int64 {
+	limit := max(c.MaxSpillBytes, 0)
+	if f := int64(c.FsizeLimitBytes()); f > 0 && (limit == 0 || f < limit) {
+		limit = f
+	}
+	return limit
+}
 
 func millis(ms int64) time.Duration {
 	if ms <= 0 {

@@ -42,6 +42,7 @@ var keys = []key{
 	{"memory_limit_mb", kindLimit},
 	{"fsize_limit_mb", kindLimit},
 	{"nproc_limit", kindLimit},
+	{"max_spill_bytes", kindLimit},
 	{"sandbox", kindSandbox},
 	{"allow", kindPolicy},
 	{"deny", kindPolicy},

@@ -107,10 +107,14 @@ func intField(c *Config, name string) intAccess {
 		"nproc_limit":                 &c.NprocLimit,
 		"approval_timeout_ms":         &c.ApprovalTimeoutMS,
 	}[name]
-	if ptr == nil { // max_rpc_result_bytes is the one int64 field
+	if ptr == nil { // the int64 fields
+		p64 := &c.MaxRPCResultBytes
+		if name == "max_spill_bytes" {
+			p64 = &c.MaxSpillBytes
+		}
 		return intAccess{
-			get: func() int64 { return c.MaxRPCResultBytes },
-			set: func(v int64) { c.MaxRPCResultBytes = v },
+			get: func() int64 { return *p64 },
+			set: func(v int64) { *p64 = v },
 		}
 	}
 	return intAccess{

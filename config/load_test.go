@@ -33,6 +33,7 @@ func TestDefaultsMatchTheSeedAndLimitRulings(t *testing.T) {
 		MemoryLimitMB:           4096,
 		FsizeLimitMB:            1024,
 		NprocLimit:              0,
+		MaxSpillBytes:           1 << 30,
 		Sandbox:                 "",
 		Allow:                   []string{},
 		Deny:                    []string{},
@@ -222,6 +223,7 @@ func TestLimitKeysTreatZeroAsNoLimitAndNegativeAsDefault(t *testing.T) {
 		"memory_limit_mb":   4096,
 		"fsize_limit_mb":    1024,
 		"nproc_limit":       0,
+		"max_spill_bytes":   1 << 30,
 	}
 	cases := []struct {
 		name  string
@@ -253,6 +255,41 @@ func TestLimitKeysTreatZeroAsNoLimitAndNegativeAsDefault(t *testing.T) {
 				assertWarnings(t, r.warnings, key, tc.warns, showInt(want))
 			})
 		}
+	}
+}
+
+func TestSpillCapIsTheSmallerOfMaxSpillBytesAndTheFileSizeLimit(t *testing.T) {
+	cases := []struct {
+		name        string
+		spill       string
+		fsize       string
+		want        int64
+		wantWarning bool
+	}{
+		{name: "defaults: both are 1 GiB", want: 1 << 30},
+		{name: "a strict file size limit caps the spill", fsize: "10", want: 10 << 20},
+		{name: "a smaller max_spill_bytes wins", spill: "4096", fsize: "10", want: 4096},
+		{name: "no file size limit: max_spill_bytes alone", fsize: "0", spill: "123", want: 123},
+		{name: "max_spill_bytes 0: the file size limit alone", spill: "0", fsize: "10", want: 10 << 20},
+		{name: "both 0: no cap", spill: "0", fsize: "0", want: 0},
+		{name: "negative is the default, warned", spill: "-5", fsize: "0", want: 1 << 30, wantWarning: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var env []string
+			if tc.spill != "" {
+				env = append(env, "LEMON_EXECUTE_CODE_MAX_SPILL_BYTES="+tc.spill)
+			}
+			if tc.fsize != "" {
+				env = append(env, "LEMON_EXECUTE_CODE_FSIZE_LIMIT_MB="+tc.fsize)
+			}
+			r := load(t, in{env: env})
+			require.NoError(t, r.err)
+			assert.Equal(t, tc.want, r.cfg.SpillLimitBytes())
+			if tc.wantWarning {
+				assertWarnings(t, r.warnings, "max_spill_bytes", 1, showInt(1<<30))
+			}
+		})
 	}
 }
 

@@ -24,6 +24,8 @@ func (c Config) TOML() string {
 			v = c.PythonPath
 		case "max_rpc_result_bytes":
 			v = c.MaxRPCResultBytes
+		case "max_spill_bytes":
+			v = c.MaxSpillBytes
 		case "tools":
 			v = c.Tools
 			if len(c.Tools) == 0 {

@@ -62,11 +62,11 @@ func newEnv(t *testing.T, files map[string]string, opts ...envOption) *env {
 	}
 	cfg := config.Defaults()
 	cfg.Enabled = true
-	var rtOpts []executecode.Option
+	// The test's own options come last, so they may replace these.
+	rtOpts := []executecode.Option{executecode.WithRoot(e.root), executecode.WithTmpDir(e.tmp)}
 	for _, o := range opts {
 		o(&cfg, &rtOpts)
 	}
-	rtOpts = append(rtOpts, executecode.WithRoot(e.root), executecode.WithTmpDir(e.tmp))
 	rt, err := executecode.New(cfg, rtOpts...)
 	require.NoError(t, err)
 	e.rt = rt

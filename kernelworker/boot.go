@@ -57,7 +57,7 @@ func Start(parent actor.SpawnerContext, opts Options) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w: spawn worker: %w", ErrStartupFailed, err)
 	}
 	k.attach(parent.ActorSystem(), pid)
-	return Handle{PID: pid, Bells: k.bells}, nil
+	return Handle{PID: pid, Bells: k.bells, Workspace: k.dir}, nil
 }
 
 // boot runs the steps of kernel.md §4.2; the first failure undoes the

@@ -1,10 +1,12 @@
 package kernelworker
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -24,67 +26,141 @@ type Output struct {
 	Text string
 	// Truncated is true whenever anything was cut from Text.
 	Truncated bool
-	// SpillPath names the file holding the complete sanitized output; it
+	// SpillPath names the file holding the sanitized, scrubbed output; it
 	// is empty unless Spilled.
 	SpillPath string
-	// TotalBytes counts every sanitized byte written, kept or not.
+	// TotalBytes counts every sanitized, scrubbed byte written, kept or
+	// not.
 	TotalBytes int64
-	// Spilled is true when SpillPath holds the complete output.
+	// Spilled is true when SpillPath holds the output: all of it, or, when
+	// SpillCut, its first SpillBytes bytes.
 	Spilled bool
+	// SpillBytes is the size of the spill file.
+	SpillBytes int64
+	// SpillCut is true when the spill reached its cap (or the host's own
+	// file size limit) and holds only the start of the output.
+	SpillCut bool
 }
 
-// Capture is an io.Writer that keeps a bounded, sanitized copy of a child's
-// output: everything while it fits maxBytes, then the first 40 % and a
-// rolling last 60 %, while a spill file receives all of it. Its memory is
-// O(maxBytes) however much is written. It is safe for concurrent use.
+// Capture is an io.Writer that keeps a bounded, sanitized and scrubbed
+// copy of a child's output: everything while it fits maxBytes, then the
+// first 40 % and a rolling last 60 %, while a spill file receives all of
+// it, up to its cap. The stream is sanitized, then scrubbed, and only then
+// cut or spilled, so neither the kept text nor the spill ever holds part
+// of a scrubbed pattern. Its memory is O(maxBytes) however much is
+// written. It is safe for concurrent use.
 type Capture struct {
-	mu        sync.Mutex
-	max       int
-	headCap   int
-	openSpill func() (*os.File, error)
+	mu         sync.Mutex
+	max        int
+	headCap    int
+	openSpill  func() (*os.File, error)
+	spillLimit int64
 
-	san     sanitizer
-	scratch []byte
-	total   int64
+	lanes    [NumStreams]lane
+	cur      int // the lane written last
+	scratch  []byte
+	scrubbed []byte
+	total    int64
 
 	buf        []byte // everything, while total <= max
 	overflowed bool
 	head       []byte
 	tail       ring
 
-	spill     *os.File
-	spillPath string
-	spillOK   bool
-	finished  bool
-	closed    bool
+	spill      *os.File
+	spillPath  string
+	spillOK    bool
+	spillBytes int64
+	spillCut   bool
+	finished   bool
+	closed     bool
+}
+
+// NumStreams is how many sources a Capture joins (WriteStream): a
+// kernel's stdout and stderr.
+const NumStreams = 2
+
+// lane is what a capture holds back of one source: a partial character or
+// escape sequence (the sanitizer's) and a possible start of a pattern (the
+// scrubber's). A kernel's stdout and stderr are read apart and their reads
+// interleave, so each keeps its own: a character or a path split between
+// two reads of one stream is joined again even when the other stream's
+// bytes came between them, and bytes of two streams never join.
+type lane struct {
+	san   sanitizer
+	scrub scrubStream
+}
+
+// CaptureOption configures a Capture.
+type CaptureOption func(*Capture)
+
+// ScrubWith scrubs the stream with s (nil: nothing is replaced).
+func ScrubWith(s *Scrubber) CaptureOption {
+	return func(c *Capture) {
+		for i := range c.lanes {
+			c.lanes[i].scrub.s = s
+		}
+	}
+}
+
+// SpillLimit caps the spill file at n bytes; 0 means no cap.
+func SpillLimit(n int64) CaptureOption {
+	return func(c *Capture) { c.spillLimit = max(n, 0) }
 }
 
 // NewCapture returns a Capture keeping at most maxBytes of text (plus the
 // truncation marker). openSpill is called once, at the first overflow; it
 // may be nil, and if it fails the output is still truncated, only without
 // a spill file.
-func NewCapture(maxBytes int, openSpill func() (*os.File, error)) *Capture {
+func NewCapture(maxBytes int, openSpill func() (*os.File, error), opts ...CaptureOption) *Capture {
 	maxBytes = max(maxBytes, 0)
 	headCap := int(int64(maxBytes) * headPercent / 100)
-	return &Capture{max: maxBytes, headCap: headCap, openSpill: openSpill}
+	c := &Capture{max: maxBytes, headCap: headCap, openSpill: openSpill}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
-// Write sanitizes p and records it. It never fails: a child must never
-// block on its output because a spill file went bad. Once Result or Close
-// has ended the stream, further writes are discarded.
+// Write sanitizes p and records it, as stream 0. It never fails: a child
+// must never block on its output because a spill file went bad. Once
+// Result or Close has ended the stream, further writes are discarded.
 func (c *Capture) Write(p []byte) (int, error) {
+	c.WriteStream(0, p)
+	return len(p), nil
+}
+
+// WriteStream records p as the continuation of stream i (0 <= i <
+// NumStreams; anything else counts as 0), joined after everything written
+// so far to any stream.
+func (c *Capture) WriteStream(i int, p []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.finished {
-		return len(p), nil
+		return
 	}
+	if i < 0 || i >= NumStreams {
+		i = 0
+	}
+	c.cur = i
+	l := &c.lanes[i]
 	for rest := p; len(rest) > 0; {
 		n := min(len(rest), sanitizeChunk)
-		c.scratch = c.san.append(c.scratch[:0], rest[:n])
-		c.add(c.scratch)
+		c.scratch = l.san.append(c.scratch[:0], rest[:n])
+		c.emit(l, c.scratch)
 		rest = rest[n:]
 	}
-	return len(p), nil
+}
+
+// emit passes sanitized bytes of lane l through its scrubber to what is
+// kept.
+func (c *Capture) emit(l *lane, s []byte) {
+	if l.scrub.s == nil {
+		c.add(s)
+		return
+	}
+	c.scrubbed = l.scrub.append(c.scrubbed[:0], s)
+	c.add(c.scrubbed)
 }
 
 func (c *Capture) add(s []byte) {
@@ -147,13 +223,45 @@ func (c *Capture) overflow(s []byte) {
 }
 
 func (c *Capture) writeSpill(p []byte) {
-	if c.spill == nil || !c.spillOK || len(p) == 0 {
+	if c.spill == nil || !c.spillOK || c.spillCut || len(p) == 0 {
 		return
 	}
-	if _, err := c.spill.Write(p); err != nil {
-		// A partial spill file must not be advertised as the full output.
+	if c.spillLimit > 0 && int64(len(p)) > c.spillLimit-c.spillBytes {
+		c.spillCut = true
+		p = p[:runeCut(p, int(c.spillLimit-c.spillBytes))]
+	}
+	n, err := c.spill.Write(p)
+	c.spillBytes += int64(n)
+	switch {
+	case err == nil:
+	case errors.Is(err, syscall.EFBIG):
+		// The host runs under a file size limit of its own (Go ignores
+		// SIGXFSZ, so the write fails instead of killing it): that limit
+		// is the spill's cap, cut back to a character boundary.
+		c.spillCut = true
+		if k := runeCut(p, n); k < n {
+			if c.spill.Truncate(c.spillBytes-int64(n-k)) != nil {
+				c.dropSpill()
+				return
+			}
+			c.spillBytes -= int64(n - k)
+		}
+	default:
+		// A spill that silently lost bytes must not be advertised.
 		c.dropSpill()
 	}
+}
+
+// runeCut returns the largest k <= n at which p can be cut without
+// splitting a UTF-8 sequence.
+func runeCut(p []byte, n int) int {
+	if n >= len(p) {
+		return len(p)
+	}
+	for n > 0 && !utf8.RuneStart(p[n]) {
+		n--
+	}
+	return n
 }
 
 func (c *Capture) dropSpill() {
@@ -165,29 +273,22 @@ func (c *Capture) dropSpill() {
 	}
 }
 
-// Break ends a segment without ending the stream: whatever the sanitizer
-// holds back (a partial character or escape sequence) is resolved now,
-// because the bytes that follow come from another source, such as the
-// other of a kernel's two streams, and cannot complete it.
-func (c *Capture) Break() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.finished {
-		return
-	}
-	c.scratch = c.san.flush(c.scratch[:0])
-	c.add(c.scratch)
-}
-
-// finish resolves whatever the sanitizer still holds back; the stream is
-// over once a result is asked for.
+// finish resolves whatever the lanes still hold back, the lane written
+// last at the very end; the stream is over once a result is asked for.
 func (c *Capture) finish() {
 	if c.finished {
 		return
 	}
 	c.finished = true
-	c.scratch = c.san.flush(c.scratch[:0])
-	c.add(c.scratch)
+	for k := 1; k <= NumStreams; k++ {
+		l := &c.lanes[(c.cur+k)%NumStreams]
+		c.scratch = l.san.flush(c.scratch[:0])
+		c.emit(l, c.scratch)
+		if l.scrub.s != nil {
+			c.scrubbed = l.scrub.flush(c.scrubbed[:0])
+			c.add(c.scrubbed)
+		}
+	}
 }
 
 // Result ends the stream and returns what was kept. It may be called more
@@ -199,6 +300,7 @@ func (c *Capture) Result() Output {
 	out := Output{TotalBytes: c.total}
 	if c.spillOK {
 		out.Spilled, out.SpillPath = true, c.spillPath
+		out.SpillBytes, out.SpillCut = c.spillBytes, c.spillCut
 	}
 	if !c.overflowed {
 		out.Text = string(c.buf)

@@ -3,6 +3,7 @@ package kernelworker
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -270,13 +271,54 @@ func BenchmarkCapture200MB(b *testing.B) {
 	}
 }
 
+// BenchmarkCaptureScrub200MB measures what a run's scrubber costs the
+// capture: the same noisy output as BenchmarkCapture200MB, and path-heavy
+// output (grep hits, every '/' a candidate, a workspace path and the token
+// every 512 lines), each without and with the scrubber in the same run.
+func BenchmarkCaptureScrub200MB(b *testing.B) {
+	var paths bytes.Buffer
+	for i := 0; paths.Len() < 64<<10; i++ {
+		if i%512 == 0 {
+			paths.WriteString(tWS + "/script.py:3: " + tToken + "\n")
+			continue
+		}
+		fmt.Fprintf(&paths, "/home/user/project/src/pkg/file_%d.go:%d: matched text\n", i, i%300)
+	}
+	for _, in := range []struct {
+		name  string
+		chunk []byte
+	}{{"noisy", noisyStream(64<<10, 9)[:64<<10]}, {"paths", paths.Bytes()[:64<<10]}} {
+		for _, sc := range []struct {
+			name string
+			s    *Scrubber
+		}{{"none", nil}, {"run", runScrubber()}} {
+			b.Run(in.name+"/"+sc.name, func(b *testing.B) {
+				const total = 200 << 20
+				b.SetBytes(total)
+				b.ReportAllocs()
+				for b.Loop() {
+					c := NewCapture(1<<20, devNullSpill, ScrubWith(sc.s))
+					for written := 0; written < total; written += len(in.chunk) {
+						_, _ = c.Write(in.chunk)
+					}
+					_ = c.Result()
+					_ = c.Close()
+				}
+			})
+		}
+	}
+}
+
 func FuzzCapture(f *testing.F) {
 	f.Add([]byte("0123456789ABCDEF"), uint16(10), uint16(3))
 	f.Add([]byte("ab€cdefghijklmnop\x1b[31m\r\n\xff"), uint16(10), uint16(1))
 	f.Add([]byte("short"), uint16(100), uint16(2))
+	f.Add([]byte("xx/ws/a/rpc/yyTOKENzz"), uint16(12), uint16(2))
+	// Short patterns, so that fuzzed input hits them, split and cut.
+	sc := NewScrubber("/ws/a", "<workspace>", "/ws/a/rpc", "<workspace>/rpc", "TOKEN", "<token>", "€x", "<e>")
 	f.Fuzz(func(t *testing.T, in []byte, maxBytes, chunk uint16) {
 		dir := t.TempDir()
-		c := NewCapture(int(maxBytes), func() (*os.File, error) { return os.CreateTemp(dir, "s-*") })
+		c := NewCapture(int(maxBytes), func() (*os.File, error) { return os.CreateTemp(dir, "s-*") }, ScrubWith(sc))
 		step := int(chunk)%64 + 1
 		for rest := in; len(rest) > 0; {
 			n := min(step, len(rest))
@@ -287,7 +329,7 @@ func FuzzCapture(f *testing.F) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		whole := sanitizeAll(string(in))
+		whole := sc.String(sanitizeAll(string(in)))
 		if got.TotalBytes != int64(len(whole)) {
 			t.Fatalf("total %d, want %d", got.TotalBytes, len(whole))
 		}

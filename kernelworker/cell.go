@@ -14,7 +14,6 @@ type cell struct {
 	// Set at dispatch.
 	id         string
 	capture    *Capture
-	lastStream string
 	dispatched time.Time
 	started    time.Time
 	exception  *Exception
@@ -37,15 +36,24 @@ func (c *cell) elapsed(now time.Time) time.Duration {
 	return 0
 }
 
-// stream appends a decoded stream chunk to the capture. A change of
-// stream first settles what the sanitizer held back of the other one, so
-// a split character or escape sequence never joins bytes of two streams.
+// stream appends a decoded stream chunk to the capture, as the
+// continuation of its own stream: the capture holds back the end of each
+// stream apart, so a character or a path split between two reads of one
+// stream is joined again whatever the other stream wrote in between.
 func (c *cell) stream(name string, data []byte) {
-	if c.lastStream != "" && c.lastStream != name {
-		c.capture.Break()
+	i := 0
+	if name == "stderr" {
+		i = 1
 	}
-	c.lastStream = name
-	_, _ = c.capture.Write(data)
+	c.capture.WriteStream(i, data)
+}
+
+// cleanException is f's exception as the model may see it: sanitized like
+// the output (a message can carry escape sequences and control bytes),
+// then scrubbed with the cell's patterns.
+func (c *cell) cleanException(f Frame) *Exception {
+	clean := func(s string) string { return c.req.Scrub.String(sanitizeString(s)) }
+	return &Exception{Kind: f.Kind, Name: clean(f.Name), Message: clean(f.Message), Traceback: clean(f.Traceback)}
 }
 
 // finishOutput ends the capture once and returns what it kept; later

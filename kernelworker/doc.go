@@ -28,9 +28,12 @@
 // output drain bound.
 //
 // Listening: a per-call run's stdout and stderr share one pipe. Capture
-// keeps a sanitized, bounded copy (the first 40 % and a rolling last 60 %
-// of max_output_bytes) and spills everything to a private file. KilledBy
-// and LimitHeadline explain a death for the result.
+// sanitizes the stream, scrubs it with the run's Scrubber (host paths and
+// token to canonical names, before anything is cut), keeps a bounded copy
+// (the first 40 % and a rolling last 60 % of max_output_bytes) and spills
+// the rest to a private file up to its cap. A kernel's two streams are
+// captured as two lanes, each holding back its own unfinished character
+// or pattern. KilledBy and LimitHeadline explain a death for the result.
 //
 // Kernels (kernel.md §4–§6): Start boots one python3 running the staged
 // runner.py in a private workspace, with requests on fd 0, the runner's

@@ -19,6 +19,10 @@ type Execute struct {
 	// Bridge binds the helpers to this cell's RPC directory; nil runs the
 	// cell without helpers.
 	Bridge *Bridge
+	// Scrub rewrites the cell's host paths and token in its output, its
+	// spill and its exception (nil: nothing is replaced). It holds the
+	// cell's own patterns (its bridge), since the kernel outlives them.
+	Scrub *Scrubber
 	// Timeout is the cell timer, armed when the cell is dispatched (queue
 	// wait does not count). It must be positive.
 	Timeout time.Duration
@@ -89,7 +93,8 @@ type CellResult struct {
 }
 
 // Exception is what the cell raised; the runner already removed its own
-// frames from Traceback.
+// frames from Traceback. Every text field is sanitized and scrubbed like
+// the cell's output.
 type Exception struct {
 	Kind, Name, Message, Traceback string
 }

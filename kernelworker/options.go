@@ -51,6 +51,8 @@ type Options struct {
 	// MaxOutputBytes bounds each cell's kept output (0 means
 	// DefaultMaxOutputBytes).
 	MaxOutputBytes int
+	// MaxSpillBytes caps each cell's spill file; 0 means no cap.
+	MaxSpillBytes int64
 	// Limits are the kernel's rlimits. CPUSeconds bounds the boot and is
 	// the default per-cell CPU budget; the CPU hard limit is always left
 	// unlimited so the budget can be raised before each cell.
@@ -82,11 +84,14 @@ type Exit struct {
 	Lifetime time.Duration
 }
 
-// Handle is a started worker: its actor and the kernel's doorbells, which
-// every cell's RPC server subscribes to.
+// Handle is a started worker: its actor, the kernel's doorbells, which
+// every cell's RPC server subscribes to, and its private workspace, where
+// the runner and the helper module live (a path each cell's Scrub must
+// replace, since sys.argv[0] and __file__ name it).
 type Handle struct {
-	PID   *actor.PID
-	Bells *pump.Bells
+	PID       *actor.PID
+	Bells     *pump.Bells
+	Workspace string
 }
 
 func (o Options) withDefaults() Options {

@@ -151,7 +151,7 @@ func (w *worker) runningFrame(ctx actor.Context, f Frame) {
 	case f.Type == FrameStream && f.ID == c.id:
 		c.stream(f.Stream, f.Data)
 	case f.Type == FrameException && f.ID == c.id:
-		c.exception = &Exception{Kind: f.Kind, Name: f.Name, Message: f.Message, Traceback: f.Traceback}
+		c.exception = c.cleanException(f)
 	case f.Type == FrameDone && f.ID == c.id:
 		w.complete(ctx, f)
 	default:
@@ -165,7 +165,7 @@ func (w *worker) cancellingFrame(ctx actor.Context, f Frame) {
 	case f.Type == FrameStream && f.ID == c.id:
 		// The capture was finished with the reply.
 	case f.Type == FrameException && f.ID == c.id:
-		c.exception = &Exception{Kind: f.Kind, Name: f.Name, Message: f.Message, Traceback: f.Traceback}
+		c.exception = c.cleanException(f)
 	case f.Type == FrameDone && f.ID == c.id:
 		w.disarm(timerGrace)
 		w.enter(phaseClosing)

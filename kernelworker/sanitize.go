@@ -57,6 +57,15 @@ func (s *sanitizer) flush(dst []byte) []byte {
 	return s.scan(dst, tmp[:k], true)
 }
 
+// sanitizeString is s as a complete stream.
+func sanitizeString(s string) string {
+	if cleanRun([]byte(s)) == len(s) {
+		return s
+	}
+	var z sanitizer
+	return string(z.flush(z.append(make([]byte, 0, len(s)), []byte(s))))
+}
+
 // plain marks the bytes kept as they are: printable ASCII, tab, newline.
 var plain = func() (t [256]bool) {
 	for b := 0x20; b < 0x7f; b++ {

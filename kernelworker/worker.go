@@ -186,7 +186,7 @@ func validRequest(e *Execute) bool {
 func (w *worker) dispatch(c *cell) {
 	w.cellSeq++
 	c.id = "cell-" + strconv.Itoa(w.cellSeq)
-	c.capture = NewCapture(w.opts.MaxOutputBytes, w.opts.Spill)
+	c.capture = NewCapture(w.opts.MaxOutputBytes, w.opts.Spill, ScrubWith(c.req.Scrub), SpillLimit(w.opts.MaxSpillBytes))
 	c.dispatched = time.Now()
 	w.active = c
 	w.arm(timerCell, c.req.Timeout)

@@ -67,6 +67,10 @@ type Config struct {
 	// that shows it adds its own "notify: " prefix). Nil still consumes
 	// and counts frames. A panic in it is swallowed.
 	OnNotify func(msg string)
+	// ScrubNotify, if set, rewrites each notify() message before it is
+	// capped, so a cap cannot cut a host path in two and leave half of it
+	// unreplaced.
+	ScrubNotify func(msg string) string
 	// OnClaim is the claim-ledger hook (bridge.md §6.2): it is fed before
 	// each spend and each disposition it records. A panic in it is
 	// swallowed.

@@ -43,6 +43,9 @@ func (s *sweeper) forwardNotifications(frames []entry) {
 			continue
 		}
 		s.stats.NotifyForwarded++
+		if s.cfg.ScrubNotify != nil {
+			msg = s.cfg.ScrubNotify(msg)
+		}
 		s.deliver(capUTF8(msg, MaxNotifyBytes))
 	}
 }

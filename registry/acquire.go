@@ -69,7 +69,7 @@ func (r *registry) onAcquire(ctx actor.Context, m *Acquire) *AcquireReply {
 }
 
 func allocation(e *entry, l *lease, reused bool) Allocation {
-	return Allocation{Worker: e.pid, Bells: e.bells, Generation: e.generation, Reused: reused, Lease: l.public()}
+	return Allocation{Worker: e.pid, Bells: e.bells, Workspace: e.workspace, Generation: e.generation, Reused: reused, Lease: l.public()}
 }
 
 // bounds checks a request and resolves its bounds against the defaults.
@@ -147,7 +147,7 @@ func (r *registry) start(ctx actor.Context, m *Acquire, ekey string, forked bool
 	ctx.Watch(h.PID)
 	now := r.cfg.Now()
 	e := &entry{
-		ekey: ekey, key: m.Key, pid: h.PID, bells: h.Bells, generation: gen,
+		ekey: ekey, key: m.Key, pid: h.PID, bells: h.Bells, workspace: h.Workspace, generation: gen,
 		owners: map[string]*owner{}, leases: map[uint64]*lease{},
 		lastUse: now, startedAt: now, idleTimeout: idle, capacity: maxLive,
 	}

@@ -35,8 +35,10 @@ type AcquireReply struct {
 
 // Allocation is a checked-out kernel.
 type Allocation struct {
-	Worker     *actor.PID
-	Bells      *pump.Bells
+	Worker *actor.PID
+	Bells  *pump.Bells
+	// Workspace is the kernel's private workspace (kernelworker.Handle).
+	Workspace  string
 	Generation uint64
 	Reused     bool
 	Lease      Lease

@@ -40,6 +40,7 @@ type entry struct {
 	forkOwner  string // owner PID key of a fork kernel; "" for a base kernel
 	pid        *actor.PID
 	bells      *pump.Bells
+	workspace  string
 	generation uint64
 	owners     map[string]*owner
 	leases     map[uint64]*lease
