@@ -229,3 +229,38 @@ b.publish("text", 4, '{"n": 4, "text": "a"}')
 	assert.Equal(t, []string{"0123456789", "abcdefghijklmnopqrstuvwxyz0"}, res.Blocks,
 		"30 + 34 bytes fill the cap of 64 exactly; 60 and 21 more do not fit")
 }
+
+// A session cell's token arrives in its eval request on the kernel's
+// request channel: it is in no file of the kernel's workspace or the
+// cell's bridge, not in the environment, and the channel is a socket,
+// which no process (this one included) can reopen through /proc.
+func TestASessionCellFindsItsTokenInNoFileOrEnvironment(t *testing.T) {
+	e := sessionEnv(t, map[string]string{"a.txt": "alpha\n"})
+	o := e.attach("s1")
+	res := e.cell(o, `
+import errno, os, lemon_tools
+token = lemon_tools._BRIDGE.token.encode()
+found = []
+for top in (os.path.dirname(os.path.abspath(lemon_tools.__file__)), os.path.dirname(lemon_tools._BRIDGE.dir)):
+    for dirpath, _, files in os.walk(top):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                if token in f.read():
+                    found.append(name)
+for name in ("environ", "cmdline"):
+    with open("/proc/self/" + name, "rb") as f:
+        if token in f.read():
+            found.append(name)
+if any(token.decode() in v for v in os.environ.values()):
+    found.append("os.environ")
+try:
+    os.close(os.open("/proc/self/fd/0", os.O_WRONLY))
+    reopened = "reopened"
+except OSError as e:
+    reopened = errno.errorcode[e.errno]
+text(repr(found))
+text(reopened)
+text(read("a.txt"))
+`)
+	assert.Equal(t, []string{"[]", "ENXIO", "     1\talpha"}, res.Blocks)
+}
