@@ -152,3 +152,19 @@ for body in [b"", b"{}", "é😀".encode(), bytes(range(256)), b"x" * 100000]:
 	}
 	assert.Equal(t, 20, lines)
 }
+
+// A directory at the response name is the one thing the host cannot
+// replace: the call fails at once instead of waiting for an answer that
+// cannot come.
+func TestADirectoryAtTheResponseNameFailsTheCall(t *testing.T) {
+	run := startBridgeRun(t, wakeModes[1], []string{"read"}, `
+try:
+    read("a")
+except ToolError as e:
+    print("ToolError:", e)
+`)
+	run.host.next(t)
+	require.NoError(t, os.Mkdir(filepath.Join(run.stage.rpc, "res-1.json"), 0o700))
+	_, _ = run.bells.responseWrite.Write([]byte{1})
+	assert.Equal(t, "ToolError: invalid rpc response\n", requireClean(t, run.proc.wait()))
+}
