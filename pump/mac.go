@@ -8,6 +8,7 @@ import (
 	"hash"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Every file of the bridge that one side writes and the other believes is
@@ -42,21 +43,9 @@ const (
 // FrameMAC is the MAC of one bridge file: kind, its number exactly as
 // written in its name ("" for the exception record) and its body.
 func FrameMAC(token, kind, num string, body []byte) string {
-	return macOf(newMAC(token), kind, num, body)
-}
-
-func newMAC(token string) hash.Hash { return hmac.New(sha256.New, []byte(token)) }
-
-func macOf(m hash.Hash, kind, num string, body []byte) string {
-	m.Reset()
-	var sep = [1]byte{0}
-	m.Write([]byte(kind))
-	m.Write(sep[:])
-	m.Write([]byte(num))
-	m.Write(sep[:])
-	m.Write(body)
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(m.Sum(sum[:0])[:MACLen/2])
+	st := macStates.Get().(*macState)
+	defer macStates.Put(st)
+	return string(st.compute(token, kind, num, body))
 }
 
 // validMAC reports, in constant time, whether mac authenticates the file.
@@ -65,8 +54,36 @@ func validMAC(token, kind, num string, body []byte, mac string) bool {
 	if token == "" || len(mac) != MACLen {
 		return false
 	}
-	want := FrameMAC(token, kind, num, body)
-	return subtle.ConstantTimeCompare([]byte(want), []byte(mac)) == 1
+	st := macStates.Get().(*macState)
+	defer macStates.Put(st)
+	return subtle.ConstantTimeCompare(st.compute(token, kind, num, body), []byte(mac)) == 1
+}
+
+// macState is a keyed HMAC with its scratch space, kept in a pool: a
+// sweep checks and writes several files under one token, and a fresh HMAC
+// for each cost a dozen allocations per helper call.
+type macState struct {
+	token string
+	h     hash.Hash
+	head  []byte
+	sum   [sha256.Size]byte
+	hex   [MACLen]byte
+}
+
+var macStates = sync.Pool{New: func() any { return new(macState) }}
+
+// compute returns the MAC in st's own buffer, valid until st's next use.
+func (st *macState) compute(token, kind, num string, body []byte) []byte {
+	if st.h == nil || st.token != token {
+		st.h, st.token = hmac.New(sha256.New, []byte(token)), token
+	} else {
+		st.h.Reset()
+	}
+	st.head = append(append(append(append(st.head[:0], kind...), 0), num...), 0)
+	st.h.Write(st.head)
+	st.h.Write(body)
+	hex.Encode(st.hex[:], st.h.Sum(st.sum[:0])[:MACLen/2])
+	return st.hex[:]
 }
 
 // FrameName is the name a script publishes a frame of kind under:
