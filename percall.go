@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,10 +26,18 @@ var childBells = &shimpy.Bells{Request: 3, Response: 4}
 // the bridge token. Its paths never reach the model (see scrubber).
 type workspace struct {
 	base, rpc, token string
+	// tokenFile is a per-call run's child end of the socket holding the
+	// token: python's last ExtraFile (fd tokenFD), closed by the host once
+	// python has its copy.
+	tokenFile *os.File
+	tokenFD   int
 }
 
 // stage builds the workspace of bridge.md §3.2: base → rpc dir → shim →
-// script, each created privately. Any failure removes the base.
+// script, each created privately, and the socket that hands python the
+// token. The token is never written to the workspace or the environment:
+// any process of the user can read those of another run. Any failure
+// removes the base and closes the socket.
 func (r *Runtime) stage(root *privatetmp.Root, script string, bells bool) (ws workspace, err error) {
 	ws.base, err = privatetmp.ReserveDir(root.Path(), "lemon-exec-code")
 	if err != nil {
@@ -37,6 +46,9 @@ func (r *Runtime) stage(root *privatetmp.Root, script string, bells bool) (ws wo
 	defer func() {
 		if err != nil {
 			_, _ = privatetmp.RemoveBounded(ws.base, privatetmp.RemoveLimit)
+			if ws.tokenFile != nil {
+				_ = ws.tokenFile.Close()
+			}
 		}
 	}()
 	if ws.rpc, err = privatetmp.ReserveDir(ws.base, "rpc"); err != nil {
@@ -45,11 +57,16 @@ func (r *Runtime) stage(root *privatetmp.Root, script string, bells bool) (ws wo
 	if ws.token, err = pump.NewToken(); err != nil {
 		return ws, err
 	}
+	if ws.tokenFile, err = shimpy.TokenSocket(ws.token); err != nil {
+		return ws, err
+	}
 	var b *shimpy.Bells
+	ws.tokenFD = 3
 	if bells {
 		b = childBells
+		ws.tokenFD = 5
 	}
-	module := shimpy.RenderPrelude(ws.rpc, ws.token, r.cfg.Tools, r.cfg.MaxTextBytes, b)
+	module := shimpy.RenderPrelude(ws.rpc, ws.tokenFD, r.cfg.Tools, r.cfg.MaxTextBytes, b)
 	if err = privatetmp.WriteFile(ws.base, shimpy.ModuleName+".py", []byte(module)); err != nil {
 		return ws, err
 	}
@@ -110,6 +127,8 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
 	}
 	defer privatetmp.Teardown(ws.base, privatetmp.LabelWorkspace, &r.log)
+	closeToken := sync.OnceFunc(func() { _ = ws.tokenFile.Close() })
+	defer closeToken()
 
 	var bells *pump.Bells
 	if r.wakeups {
@@ -153,10 +172,12 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	if bells != nil {
 		cmd.ExtraFiles = bells.ChildFiles()
 	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, ws.tokenFile)
 	proc, err := r.spawner.Start(runCtx, cmd)
 	if bells != nil {
 		_ = bells.CloseChildEnds()
 	}
+	closeToken()
 	if err != nil {
 		return Result{}, fmt.Errorf("execute_code runner crashed: %s", sc.String(err.Error()))
 	}
@@ -182,6 +203,7 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 		MaxParallel:     r.cfg.MaxParallelRPC,
 		OnNotify:        call.Notify,
 		ScrubNotify:     sc.String,
+		OnFrameRefused:  r.bridgeDenied,
 		OnRoundTrip:     r.metrics.ObserveRoundTrip,
 		Bells:           bells,
 		Logger:          &r.log,
@@ -193,9 +215,9 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 		exit:    proc.Exit(),
 		stats:   stats,
 		timeout: timeout,
-		blocks:  pump.ReadTextBlocks(ws.rpc, r.cfg.MaxTextBytes),
+		blocks:  pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied),
 	}
-	o.exc, _ = pump.ReadException(ws.rpc)
+	o.exc, _ = pump.ReadException(ws.rpc, ws.token, r.bridgeDenied)
 	if killed.Load() {
 		switch {
 		case ctx.Err() != nil || r.base.Err() != nil:

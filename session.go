@@ -252,7 +252,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(),
 		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
 		OnNotify: call.Notify, ScrubNotify: sc.String, Bells: alloc.Bells, Logger: &r.log,
-		OnAuthFailure: r.bridgeDenied, OnRoundTrip: r.metrics.ObserveRoundTrip,
+		OnAuthFailure: r.bridgeDenied, OnFrameRefused: r.bridgeDenied, OnRoundTrip: r.metrics.ObserveRoundTrip,
 		Policy: policy, Approvals: approvals,
 		ApprovalContext: pump.ApprovalContext{SessionID: o.scope.SessionID, AgentID: o.scope.AgentID, Timeout: r.cfg.ApprovalTimeout(), Caller: call.ApprovalTag},
 	})
@@ -302,7 +302,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	srv.Abort(abortCtx)
 	out.stats, err = srv.DrainAndStats(abortCtx)
 	out.statsLost = err != nil
-	out.blocks = pump.ReadTextBlocks(ws.rpc, r.cfg.MaxTextBytes)
+	out.blocks = pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied)
 
 	if out.replied && out.res.Reason == kernelworker.ReasonStartupFailed {
 		// Queued on a kernel that never became ready: nothing started. (A

@@ -17,28 +17,42 @@ import (
 )
 
 // rawRPC is a prelude for hostile scripts that speak the file protocol
-// directly instead of through the helpers: raw(id, body) publishes any
-// bytes as req-<id>.json and answer(id) waits for res-<id>.json.
+// directly instead of through the helpers, with the token a script can
+// always read from its own shim and python's own hmac: mac(kind, num,
+// data) authenticates a file; raw(id, body) publishes any bytes as id's
+// request, named with their MAC under key (the run's token by default,
+// False for no MAC at all); answer(id) waits for an authenticated
+// res-<id>.json and returns it without its MAC member, or for the one
+// answer that carries none, the refusal of an unauthenticated request.
 const rawRPC = `
-import json, os, time, lemon_tools
+import hmac, json, os, time, lemon_tools
 B = lemon_tools._BRIDGE
 D, TOKEN = B.dir, B.token
-def raw(i, body):
-    p = os.path.join(D, "req-%s.json" % i)
-    with open(p + ".x", "w") as f:
-        f.write(body if isinstance(body, str) else json.dumps(body))
+def mac(kind, num, data, key=None):
+    msg = ("%s\0%s\0" % (kind, num)).encode() + data
+    return hmac.new((TOKEN if key is None else key).encode(), msg, "sha256").hexdigest()[:32]
+def raw(i, body, key=None):
+    data = (body if isinstance(body, str) else json.dumps(body)).encode()
+    name = "req-%s.json" % i if key is False else "req-%s-%s.json" % (i, mac("req", i, data, key))
+    p = os.path.join(D, name)
+    with open(p + ".x", "wb") as f:
+        f.write(data)
     os.replace(p + ".x", p)
-def req(i, tool="read", params=None, token=None):
-    raw(i, {"id": i, "token": TOKEN if token is None else token, "tool": tool, "params": params or {"path": "a.txt"}})
+    return name
+def req(i, tool="read", params=None, key=None):
+    return raw(i, {"id": i, "tool": tool, "params": params or {"path": "a.txt"}}, key)
 def answer(i, timeout=10):
     p = os.path.join(D, "res-%s.json" % i)
     end = time.time() + timeout
     while time.time() < end:
         if os.path.lexists(p) and os.path.isfile(p) and not os.path.islink(p):
-            try:
-                return json.load(open(p))
-            except ValueError:
-                pass
+            data = open(p, "rb").read()
+            body = b"{" + data[42:]
+            if data.startswith(b'{"mac":"') and hmac.compare_digest(data[8:40].decode(), mac("res", i, body)):
+                return json.loads(body)
+            refusal = {"id": i, "ok": False, "error": "rpc authentication failed"}
+            if data == json.dumps(refusal, separators=(",", ":")).encode():
+                return refusal
         time.sleep(0.005)
     return None
 def result(x):
@@ -62,21 +76,22 @@ func TestForgedTokensAreRefusedAndNeverRunTheTool(t *testing.T) {
 	e, ct := hostile(t)
 	res := e.run(rawRPC + `
 forged = TOKEN[:-1] + ("A" if TOKEN[-1] != "A" else "B")
+call = {"tool": "read", "params": {}}
 bodies = [
-    {"id": 1, "token": forged, "tool": "read", "params": {}},
-    {"id": 2, "token": TOKEN + "x", "tool": "read", "params": {}},
-    {"id": 3, "tool": "read", "params": {}},
-    {"id": 4, "token": None, "tool": "read", "params": {}},
-    {"id": 5, "token": 12345, "tool": "read", "params": {}},
-    {"id": 6, "token": {"t": TOKEN}, "tool": "read", "params": {}},
-    "{not json",
-    "",
-    "[1, 2]",
-    '"str"',
+    (call, forged),
+    (call, TOKEN + "x"),
+    (call, False),
+    (dict(call, token=None), False),
+    (dict(call, token=12345), False),
+    (dict(call, token=TOKEN), False),
+    ("{not json", False),
+    ("", False),
+    ("[1, 2]", False),
+    ('"str"', False),
 ]
 out = []
-for i, b in enumerate(bodies, 1):
-    raw(i, b)
+for i, (b, key) in enumerate(bodies, 1):
+    raw(i, b, key)
     out.append(answer(i))
 result(out)
 `)
@@ -95,9 +110,9 @@ result(out)
 func TestAuthenticatedButMalformedRequestsSpendACall(t *testing.T) {
 	e, ct := hostile(t)
 	res := e.run(rawRPC + `
-raw(1, {"id": 1, "token": TOKEN, "tool": 5, "params": {}})
-raw(2, {"id": 2, "token": TOKEN, "tool": "read", "params": [1]})
-raw(3, {"id": 3, "token": TOKEN, "tool": "read", "params": "x"})
+raw(1, {"id": 1, "tool": 5, "params": {}})
+raw(2, {"id": 2, "tool": "read", "params": [1]})
+raw(3, {"id": 3, "tool": "read", "params": "x"})
 for tool in ["bash", "write", "edit", "patch", "agent", "execute_code"]:
     pass
 req(4, tool="bash")
@@ -131,10 +146,10 @@ func TestNegativeIDsAnswerInPlaceAndBadNamesAreDropped(t *testing.T) {
 	e, _ := hostile(t)
 	res := e.run(rawRPC + `
 req(-3)
-raw("abc", {"token": TOKEN, "tool": "read", "params": {}})
+bad = raw("abc", {"tool": "read", "params": {}})
 a = answer(-3)
 time.sleep(0.3)
-result([a["ok"], os.path.exists(os.path.join(D, "req-abc.json")), os.path.exists(os.path.join(D, "res-abc.json"))])
+result([a["ok"], os.path.exists(os.path.join(D, bad)), os.path.exists(os.path.join(D, "res-abc.json"))])
 `)
 	assert.Equal(t, []any{true, false, false}, decodeBlock(t, res.Blocks[0]))
 }
@@ -177,9 +192,10 @@ func TestSymlinkedRequestIsNeverDispatched(t *testing.T) {
 	e, ct := hostile(t)
 	res := e.run(rawRPC + `
 src = os.path.join(os.path.dirname(D), "elsewhere.json")
-with open(src, "w") as f:
-    json.dump({"id": 1, "token": TOKEN, "tool": "read", "params": {"path": "a.txt"}}, f)
-os.symlink(src, os.path.join(D, "req-1.json"))
+data = json.dumps({"id": 1, "tool": "read", "params": {"path": "a.txt"}}).encode()
+with open(src, "wb") as f:
+    f.write(data)
+os.symlink(src, os.path.join(D, "req-1-%s.json" % mac("req", 1, data)))
 a = answer(1)
 time.sleep(0.2)
 result([a, sorted(n for n in os.listdir(D) if n.startswith("req-"))])
@@ -270,12 +286,14 @@ func TestTextBudgetChargesTheEncodedFrame(t *testing.T) {
 func TestPlantedTextBlocksAreSkippedSafely(t *testing.T) {
 	e := newEnv(t, nil)
 	victim := filepath.Join(t.TempDir(), "victim.json")
-	require.NoError(t, os.WriteFile(victim, []byte(`{"n": 1, "text": "from a link"}`), 0o644))
+	require.NoError(t, os.WriteFile(victim, []byte(`{"n": 5, "text": "from a link"}`), 0o644))
 	res := e.run(rawRPC + fmt.Sprintf(`
 text("real")
-os.symlink(%q, os.path.join(D, "text-5.json"))
-with open(os.path.join(D, "text-6.json"), "w") as f:
-    json.dump({"n": 6, "text": "x" * (5 << 20)}, f)
+linked = open(%[1]q, "rb").read()
+os.symlink(%[1]q, os.path.join(D, "text-5-%%s.json" %% mac("text", 5, linked)))
+huge = json.dumps({"n": 6, "text": "x" * (5 << 20)}).encode()
+with open(os.path.join(D, "text-6-%%s.json" %% mac("text", 6, huge)), "wb") as f:
+    f.write(huge)
 `, victim))
 	assert.Equal(t, []string{"real"}, res.Blocks)
 }

@@ -257,8 +257,7 @@ if os.fork() == 0:
     import time
     time.sleep(0.5)
     try:
-        with open(os.path.join(b.dir, "req-7.json"), "w") as f:
-            json.dump({"id": 7, "token": b.token, "tool": "read", "params": {"path": "x"}}, f)
+        b.publish("req", 7, json.dumps({"id": 7, "tool": "read", "params": {"path": "x"}}))
     except OSError:
         pass
     os._exit(0)

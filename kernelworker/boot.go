@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/pump"
@@ -89,9 +90,9 @@ func boot(opts Options) (k *kernel, err error) {
 	if k.bells, err = pump.NewBells(); err != nil {
 		return k, fmt.Errorf("doorbells: %w", err)
 	}
-	stdinR, stdinW, err := os.Pipe()
+	stdinR, stdinW, err := requestChannel()
 	if err != nil {
-		return k, fmt.Errorf("request pipe: %w", err)
+		return k, fmt.Errorf("request channel: %w", err)
 	}
 	k.stdin = newRequestWriter(stdinW)
 
@@ -115,7 +116,7 @@ func boot(opts Options) (k *kernel, err error) {
 		return k, fmt.Errorf("spawn: %w", err)
 	}
 
-	// The request pipe is empty, so this write cannot block for long; the
+	// The request channel is empty, so this write cannot block for long; the
 	// deadline only guards against the impossible.
 	line, err := requestLine(map[string]any{"v": 1, "type": "init", "cwd": opts.Cwd})
 	if err == nil {
@@ -127,6 +128,25 @@ func boot(opts Options) (k *kernel, err error) {
 		return k, fmt.Errorf("write init: %w", err)
 	}
 	return k, nil
+}
+
+// requestChannel is the runner's fd 0 and the host's end of it: a socket
+// pair, not a pipe, because every cell's bridge token travels in its eval
+// request, and another process of the user can open a pipe of this one
+// again through /proc/<pid>/fd (to read the requests, or to write its
+// own), while a socket cannot be opened that way. The host's end is
+// non-blocking, so its writes can have a deadline.
+func requestChannel() (child, host *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := unix.SetNonblock(fds[1], true); err != nil {
+		_ = unix.Close(fds[0])
+		_ = unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "kernel-requests"), os.NewFile(uintptr(fds[1]), "kernel-requests-host"), nil
 }
 
 // attach starts delivering the kernel's frames and its exit to pid.

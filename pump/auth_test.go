@@ -29,7 +29,7 @@ func TestSweepRefusesBadTokens(t *testing.T) {
 			h.sweep()
 
 			assert.Equal(t, response{ID: 1, Error: MsgAuthFailed}, h.mustResponse(1))
-			assert.False(t, h.exists(RequestName(1)), "request deleted")
+			assert.False(t, h.exists(h.reqName(1)), "request deleted")
 			assert.Equal(t, 1, h.stats.Denied)
 			assert.Zero(t, h.stats.Calls)
 			assert.Zero(t, h.stats.Errors)
@@ -42,7 +42,7 @@ func TestSweepRefusesBadTokens(t *testing.T) {
 
 func TestSweepRefusesMissingToken(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
-	h.publish(RequestName(1), []byte(`{"id": 1, "tool": "read", "params": {}}`))
+	h.publish(unauthenticatedRequest(1), []byte(`{"id": 1, "tool": "read", "params": {}}`))
 	h.sweep()
 	assert.Equal(t, MsgAuthFailed, h.mustResponse(1).Error)
 	assert.Equal(t, 1, h.stats.Denied)
@@ -89,7 +89,7 @@ func TestSweepAnswersNonObjectBodiesAsAuthenticationFailures(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, echoTool("read"))
-			h.publish(RequestName(7), []byte(body))
+			h.publish(unauthenticatedRequest(7), []byte(body))
 			h.sweep()
 			assert.Equal(t, response{ID: 7, Error: MsgAuthFailed}, h.mustResponse(7))
 			assert.Equal(t, 1, h.stats.Denied)
@@ -112,14 +112,13 @@ func TestSweepAnswersMalformedCallsAsInvalidAndChargesThem(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			read := echoTool("read")
 			h := newHarness(t, read)
-			tok, _ := json.Marshal(h.token)
-			h.publish(RequestName(3), []byte(`{"id": 3, "token": `+string(tok)+`, `+fields+`}`))
+			h.requestBody(3, []byte(`{"id": 3, `+fields+`}`))
 			h.sweep()
 			assert.Equal(t, response{ID: 3, Error: MsgInvalid}, h.mustResponse(3))
 			assert.Equal(t, 1, h.stats.Calls, "an invalid call consumes one call")
 			assert.Equal(t, 1, h.stats.Errors)
 			assert.Zero(t, read.runs.Load())
-			assert.False(t, h.exists(RequestName(3)))
+			assert.False(t, h.exists(h.reqName(3)))
 		})
 	}
 }
@@ -132,8 +131,7 @@ func TestSweepTreatsAbsentNullOrFalseParamsAsEmpty(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, echoTool("read"))
-			tok, _ := json.Marshal(h.token)
-			h.publish(RequestName(1), []byte(`{"token": `+string(tok)+`, "tool": "read"`+params+`}`))
+			h.requestBody(1, []byte(`{"tool": "read"`+params+`}`))
 			h.sweep()
 			assert.Equal(t, response{ID: 1, OK: true, Content: "ok"}, h.mustResponse(1))
 		})
@@ -142,9 +140,9 @@ func TestSweepTreatsAbsentNullOrFalseParamsAsEmpty(t *testing.T) {
 
 func TestSweepTakesTheIDFromTheFileNameNotTheBody(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
-	body, err := json.Marshal(map[string]any{"id": 99, "token": h.token, "tool": "read", "params": map[string]any{"text": "mine"}})
+	body, err := json.Marshal(map[string]any{"id": 99, "tool": "read", "params": map[string]any{"text": "mine"}})
 	require.NoError(t, err)
-	h.publish(RequestName(5), body)
+	h.requestBody(5, body)
 	h.sweep()
 	assert.Equal(t, response{ID: 5, OK: true, Content: "mine"}, h.mustResponse(5))
 	assert.False(t, h.exists(ResponseName(99)))
@@ -159,4 +157,27 @@ func TestNewTokenIs43URLSafeCharactersAndFresh(t *testing.T) {
 		assert.False(t, seen[tok])
 		seen[tok] = true
 	}
+}
+
+// A request without the bridge's MAC (another session's script, which can
+// list the shared staging root, planted it) never replaces an answer that
+// sits at its response name, and its id is not remembered: the script's
+// own call of that id still runs.
+func TestAnUnauthenticatedRequestNeverReplacesAnAnswerNorBurnsItsID(t *testing.T) {
+	read := echoTool("read")
+	h := newHarness(t, read)
+	h.request(1, "read", map[string]any{"text": "first"})
+	h.sweep()
+	h.requestWithToken(1, "stolen? no: guessed", "read", nil)
+	h.requestWithToken(2, "guessed", "read", nil)
+	h.sweep()
+	assert.Equal(t, "first", h.mustResponse(1).Content, "the real answer survives")
+	assert.Equal(t, MsgAuthFailed, h.mustResponse(2).Error)
+	assert.Equal(t, 2, h.stats.Denied)
+	assert.NotContains(t, h.stats.Seen, int64(2))
+
+	h.request(2, "read", map[string]any{"text": "second"})
+	h.sweep()
+	assert.Equal(t, "second", h.mustResponse(2).Content, "the planted id did not become a replay")
+	assert.EqualValues(t, 2, read.runs.Load())
 }

@@ -30,8 +30,8 @@ func benchConfig(b *testing.B) (Config, string) {
 
 // writeBenchRequest publishes a request the way the shim does.
 func writeBenchRequest(b *testing.B, dir, token string, id int64) {
-	body, _ := json.Marshal(map[string]any{"id": id, "token": token, "tool": "read", "params": map[string]any{"text": "hello"}})
-	name := RequestName(id)
+	body, _ := json.Marshal(map[string]any{"id": id, "tool": "read", "params": map[string]any{"text": "hello"}})
+	name := RequestName(token, id, body)
 	tmp := filepath.Join(dir, name+".tmp")
 	if err := os.WriteFile(tmp, body, 0o600); err != nil {
 		b.Fatal(err)

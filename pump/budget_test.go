@@ -99,7 +99,7 @@ func TestSweepRefusesAReplayedID(t *testing.T) {
 	assert.EqualValues(t, 1, read.runs.Load())
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)
-	assert.False(t, h.exists(RequestName(1)))
+	assert.False(t, h.exists(h.reqName(1)))
 }
 
 func TestSweepSelectsAtMostMaxRequestsPerSweepInIDOrder(t *testing.T) {

@@ -79,6 +79,10 @@ type Config struct {
 	// authentication (the session's bridge.deny event, bridge.md §8). A
 	// panic in it is swallowed.
 	OnAuthFailure func()
+	// OnFrameRefused is told of each notify() frame refused because its
+	// name or MAC failed or it repeated a forwarded number: it never
+	// reaches OnNotify. A panic in it is swallowed.
+	OnFrameRefused func()
 	// OnRoundTrip is told of each dispatched helper call once its answer
 	// is published. A panic in it is swallowed.
 	OnRoundTrip func(RoundTrip)
@@ -97,6 +101,9 @@ type Config struct {
 	// onSweep, when set, is told how much work each Serve (or Server)
 	// sweep found.
 	onSweep func(work int)
+	// notified is the bridge's memory of forwarded notification numbers,
+	// shared by all its sweeps; Serve and StartServer make one.
+	notified *notifyMemory
 	// tasks, when set, counts the dispatch goroutines, so a Server's
 	// Stop can wait for the last one.
 	tasks *taskGroup

@@ -131,7 +131,7 @@ func TestAPanickingPolicyAnswersRequestFailedWithoutChargingTheCall(t *testing.T
 	assert.Equal(t, 1, h.stats.Errors)
 	assert.Contains(t, h.stats.Seen, int64(1))
 	assert.Zero(t, read.runs.Load())
-	assert.False(t, h.exists(RequestName(1)))
+	assert.False(t, h.exists(h.reqName(1)))
 }
 
 func TestToolErrorsAndPanicsAreAnsweredAndThePumpKeepsServing(t *testing.T) {
@@ -191,7 +191,7 @@ func TestInFlightCallHasAMarkerAndNoRequestFile(t *testing.T) {
 	done := h.sweepAsync(context.Background())
 	b.waitStart(t)
 	assert.True(t, h.exists(MarkerName(1)))
-	assert.False(t, h.exists(RequestName(1)))
+	assert.False(t, h.exists(h.reqName(1)))
 	close(b.release)
 	require.NoError(t, <-done)
 	assert.True(t, h.mustResponse(1).OK)

@@ -1,14 +1,18 @@
 // Package pump is the host side of execute_code's file-RPC bridge
 // (bridge.md §5 and §6.4). A script's helper calls arrive as
-// req-<id>.json files in a private rpc directory; the pump authenticates
-// them against the run's token, claims them serially (replay memory, call
+// req-<id>-<mac>.json files in a private rpc directory; the pump
+// authenticates each against the run's token (mac.go: an HMAC of kind,
+// number and body in the name), claims them serially (replay memory, call
 // budget, tool allowlist, policy, claim markers), dispatches the claims to
 // tools in waves of Config.MaxParallel, spends the result-byte budget
-// serially and answers every call with a res-<id>.json file. It also
-// forwards notify-<n>.json frames, reads the text-<n>.json result blocks
-// and the shim's exception record once a script has ended, and recovers
-// the debts of a sweep that died mid-flight from its claim markers and a
-// host-side claim ledger.
+// serially and answers every call with an authenticated res-<id>.json
+// file. It also forwards notify-<n>-<mac>.json frames, reads the
+// text-<n>-<mac>.json result blocks and the shim's exception-<mac>.json
+// record once a script has ended, refusing (and counting) every frame
+// whose MAC fails, and recovers the debts of a sweep that died mid-flight
+// from its claim markers and a host-side claim ledger. The staging root
+// is shared by every session of the user, so nothing in the directory is
+// believed without its MAC.
 //
 // Two drivers run sweeps. Serve is the per-call loop: one run, one
 // goroutine, stats in its own hands. Server is the session-mode RPC server

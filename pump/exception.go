@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 )
 
-// ExceptionFile is the record the shim's excepthook leaves in the rpc
-// directory when the script dies of an uncaught exception.
-const ExceptionFile = "exception.json"
+// ExceptionPrefix starts the name of the record the shim's excepthook
+// leaves in the rpc directory when the script dies of an uncaught
+// exception: exception-<mac>.json.
+const ExceptionPrefix = "exception"
 
 const maxExceptionBytes = 4096
 
@@ -21,14 +24,38 @@ type Exception struct {
 	HasErrno bool
 }
 
-// ReadException reads dir/exception.json: {"type": str, "errno": int|null}.
-// Only a regular file (not a link) of at most 4 KiB holding such an object
-// counts; anything else reports false. A missing "errno" reads as null.
-func ReadException(dir string) (Exception, bool) {
-	body, err := readBounded(filepath.Join(dir, ExceptionFile), false, maxExceptionBytes)
-	if err != nil {
-		return Exception{}, false
+// ReadException reads the exception record of dir, whose bridge token is
+// token: {"type": str, "errno": int|null} in a regular file (not a link)
+// of at most 4 KiB named exception-<mac>.json, whose MAC authenticates its
+// body. Anything else reports false; every exception*.json file that fails
+// the name or the MAC is refused and onRefused (which may be nil) told of
+// it, so a record planted by another session never decides this run's
+// headline. A missing "errno" reads as null.
+func ReadException(dir, token string, onRefused func()) (Exception, bool) {
+	var names []string
+	for _, name := range readNames(dir) {
+		if strings.HasPrefix(name, ExceptionPrefix) && strings.HasSuffix(name, jsonSuffix) {
+			names = append(names, name)
+		}
 	}
+	slices.Sort(names)
+	var found Exception
+	ok := false
+	for _, name := range names {
+		f, _ := parseFrameName(name, ExceptionPrefix)
+		body, err := readBounded(filepath.Join(dir, name), false, maxExceptionBytes)
+		if f.num != "" || err != nil || !validMAC(token, KindException, "", body, f.mac) {
+			observe(onRefused)
+			continue
+		}
+		if exc, valid := parseException(body); valid && !ok {
+			found, ok = exc, true
+		}
+	}
+	return found, ok
+}
+
+func parseException(body []byte) (Exception, bool) {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil || fields == nil || !isJSONString(fields["type"]) {
 		return Exception{}, false

@@ -45,8 +45,10 @@ func TestSweepLeavesADirectoryAtARequestNameAndDoesNotCountIt(t *testing.T) {
 func TestSweepAcceptsSignedAndPaddedIDs(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	h.request(-3, "read", map[string]any{"text": "neg"})
-	h.publish("req-007.json", mustJSON(t, map[string]any{"token": h.token, "tool": "read", "params": map[string]any{"text": "seven"}}))
-	h.publish("req-+5.json", mustJSON(t, map[string]any{"token": h.token, "tool": "read", "params": map[string]any{"text": "five"}}))
+	seven := mustJSON(t, map[string]any{"tool": "read", "params": map[string]any{"text": "seven"}})
+	h.publish(h.frameName(KindRequest, "007", seven), seven)
+	five := mustJSON(t, map[string]any{"tool": "read", "params": map[string]any{"text": "five"}})
+	h.publish(h.frameName(KindRequest, "+5", five), five)
 	h.sweep()
 	assert.Equal(t, response{ID: -3, OK: true, Content: "neg"}, h.mustResponse(-3))
 	assert.Equal(t, response{ID: 7, OK: true, Content: "seven"}, h.mustResponse(7))
@@ -78,10 +80,10 @@ func TestResponsesAreOwnerOnlyRegularFilesThatReplaceAPlantedSymlink(t *testing.
 func TestSweepDropsARequestAlreadyAnsweredWithoutCharging(t *testing.T) {
 	read := echoTool("read")
 	h := newHarness(t, read)
-	h.publish(ResponseName(4), []byte(`{"id":4,"ok":true,"content":"earlier"}`))
+	h.hostResponse(4, true, "earlier")
 	h.request(4, "read", nil)
 	h.sweep()
-	assert.False(t, h.exists(RequestName(4)))
+	assert.False(t, h.exists(h.reqName(4)))
 	assert.Equal(t, "earlier", h.mustResponse(4).Content)
 	assert.Zero(t, read.runs.Load())
 	assert.Zero(t, h.stats.Calls)
@@ -98,6 +100,25 @@ func TestSweepDoesNotCountASymlinkedResponseAsAnswered(t *testing.T) {
 	h.sweep()
 	assert.Equal(t, "real", h.mustResponse(1).Content)
 	assert.Equal(t, 1, h.stats.Calls)
+}
+
+// A same-user script of another session can plant a response before the
+// pump answers; without the token it cannot authenticate one, so the call
+// runs and its real answer replaces the planted file.
+func TestSweepDoesNotTakeAnUnauthenticatedResponseForAnAnswer(t *testing.T) {
+	read := echoTool("read")
+	h := newHarness(t, read)
+	other, err := NewToken()
+	require.NoError(t, err)
+	h.publish(ResponseName(1), []byte(`{"id":1,"ok":true,"content":"forged"}`))
+	h.publish(ResponseName(2), encodeResponse(other, 2, true, "another bridge's answer"))
+	h.request(1, "read", map[string]any{"text": "real 1"})
+	h.request(2, "read", map[string]any{"text": "real 2"})
+	h.sweep()
+	assert.Equal(t, "real 1", h.mustResponse(1).Content)
+	assert.Equal(t, "real 2", h.mustResponse(2).Content)
+	assert.Equal(t, 2, h.stats.Calls)
+	assert.EqualValues(t, 2, read.runs.Load())
 }
 
 func TestHandshakeLeavesNoTempReservationOrRequestFiles(t *testing.T) {
@@ -134,11 +155,12 @@ func TestPlantedFIFOsNeverBlockThePump(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	require.NoError(t, os.Symlink(fifo, h.path(RequestName(1))))
-	require.NoError(t, syscall.Mkfifo(h.path(RequestName(2)), 0o600))
-	require.NoError(t, syscall.Mkfifo(h.path("notify-1.json"), 0o600))
-	require.NoError(t, syscall.Mkfifo(h.path("text-1.json"), 0o600))
-	require.NoError(t, syscall.Mkfifo(h.path(ExceptionFile), 0o600))
+	require.NoError(t, os.Symlink(fifo, h.path(unauthenticatedRequest(1))))
+	require.NoError(t, syscall.Mkfifo(h.path(RequestName(h.token, 2, nil)), 0o600))
+	notify := h.frameName(KindNotify, "1", nil)
+	require.NoError(t, syscall.Mkfifo(h.path(notify), 0o600))
+	require.NoError(t, syscall.Mkfifo(h.path(h.frameName(KindText, "1", nil)), 0o600))
+	require.NoError(t, syscall.Mkfifo(h.path(h.frameName(KindException, "", nil)), 0o600))
 	h.request(3, "read", nil)
 	h.sweep()
 	DrainNotifications(h.cfg, &h.stats)
@@ -146,11 +168,11 @@ func TestPlantedFIFOsNeverBlockThePump(t *testing.T) {
 	assert.Equal(t, MsgAuthFailed, h.mustResponse(1).Error, "a link to a FIFO is not a readable request")
 	_, answered := h.response(2)
 	assert.False(t, answered, "a FIFO at a request name is not a request")
-	assert.True(t, h.exists(RequestName(2)))
+	assert.True(t, h.exists(RequestName(h.token, 2, nil)))
 	assert.True(t, h.mustResponse(3).OK)
-	assert.False(t, h.exists("notify-1.json"))
-	assert.Empty(t, ReadTextBlocks(h.dir, 65536))
-	_, ok := ReadException(h.dir)
+	assert.False(t, h.exists(notify))
+	assert.Empty(t, ReadTextBlocks(h.dir, h.token, 65536, nil))
+	_, ok := ReadException(h.dir, h.token, nil)
 	assert.False(t, ok)
 }
 

@@ -1,6 +1,7 @@
 package pump
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,6 +123,8 @@ type harness struct {
 	token string
 	cfg   Config
 	stats Stats
+	// reqNames are the names requests were last published under, by id.
+	reqNames map[int64]string
 }
 
 func newHarness(t *testing.T, ts ...tools.Tool) *harness {
@@ -134,7 +138,7 @@ func newHarness(t *testing.T, ts ...tools.Tool) *harness {
 		m[tl.Name()] = tl
 	}
 	return &harness{
-		t: t, dir: dir, token: token, stats: NewStats(),
+		t: t, dir: dir, token: token, stats: NewStats(), reqNames: map[int64]string{},
 		cfg: Config{Dir: dir, Token: token, Tools: m, MaxCalls: 100, MaxResultBytes: 5 << 20},
 	}
 }
@@ -165,12 +169,17 @@ func (h *harness) publish(name string, body []byte) {
 	require.NoError(h.t, os.Rename(tmp, filepath.Join(h.dir, name)))
 }
 
-// request publishes req-<id>.json as the shim would, with the right token.
+// request publishes req-<id>-<mac>.json as the shim would, with the
+// right token.
 func (h *harness) request(id int64, tool string, params map[string]any) {
 	h.t.Helper()
 	h.requestWithToken(id, h.token, tool, params)
 }
 
+// requestWithToken publishes a request authenticated with token when it is
+// a string (the wrong key, for any other than the harness's), else one
+// named without a MAC whose body carries token, as the bridge's first
+// protocol did.
 func (h *harness) requestWithToken(id int64, token any, tool string, params map[string]any) {
 	h.t.Helper()
 	if params == nil {
@@ -179,9 +188,70 @@ func (h *harness) requestWithToken(id int64, token any, tool string, params map[
 	if _, ok := params["id"]; !ok {
 		params["id"] = id
 	}
-	body, err := json.Marshal(map[string]any{"id": id, "token": token, "tool": tool, "params": params})
+	key, keyed := token.(string)
+	fields := map[string]any{"id": id, "tool": tool, "params": params}
+	if !keyed {
+		fields["token"] = token
+	}
+	body, err := json.Marshal(fields)
 	require.NoError(h.t, err)
-	h.publish(RequestName(id), body)
+	name := unauthenticatedRequest(id)
+	if keyed {
+		name = RequestName(key, id, body)
+	}
+	h.publishRequest(id, name, body)
+}
+
+// publishRequest publishes body as id's request under name.
+func (h *harness) publishRequest(id int64, name string, body []byte) {
+	h.t.Helper()
+	h.reqNames[id] = name
+	h.publish(name, body)
+}
+
+// requestBody publishes body as id's request, authenticated.
+func (h *harness) requestBody(id int64, body []byte) {
+	h.t.Helper()
+	h.publishRequest(id, RequestName(h.token, id, body), body)
+}
+
+// reqName is the name id's request was last published under.
+func (h *harness) reqName(id int64) string {
+	if name, ok := h.reqNames[id]; ok {
+		return name
+	}
+	return unauthenticatedRequest(id)
+}
+
+// unauthenticatedRequest is a request name without a MAC.
+func unauthenticatedRequest(id int64) string { return fmt.Sprintf("req-%d.json", id) }
+
+// frameName is the authenticated name of a frame of kind numbered num.
+func (h *harness) frameName(kind, num string, body []byte) string {
+	return FrameName(kind, num, FrameMAC(h.token, kind, num, body))
+}
+
+// frame publishes body as the shim publishes a frame of kind numbered n,
+// and returns its name.
+func (h *harness) frame(kind string, n int, body []byte) string {
+	h.t.Helper()
+	name := h.frameName(kind, strconv.Itoa(n), body)
+	h.publish(name, body)
+	return name
+}
+
+// exceptionRecord publishes body as the shim's exception record.
+func (h *harness) exceptionRecord(body []byte) string {
+	h.t.Helper()
+	name := h.frameName(KindException, "", body)
+	h.publish(name, body)
+	return name
+}
+
+// hostResponse publishes an answer to id as the pump writes it.
+func (h *harness) hostResponse(id int64, ok bool, text string) {
+	h.t.Helper()
+	h.publish(ResponseName(id), encodeResponse(h.cfg.Token, id, ok, text))
 }
 
 func (h *harness) sweep() {
@@ -198,14 +268,29 @@ type response struct {
 	Error   string `json:"error"`
 }
 
-// response reads res-<id>.json; ok is false when there is none.
+// response reads res-<id>.json, which must be authenticated as the
+// shim checks it (with an empty token nothing can be, and only the shape
+// is checked), or be the unauthenticated answer to an unauthenticated
+// request; ok is false when there is none.
 func (h *harness) response(id int64) (response, bool) {
 	h.t.Helper()
-	body, err := os.ReadFile(h.path(ResponseName(id)))
+	file, err := os.ReadFile(h.path(ResponseName(id)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return response{}, false
 	}
 	require.NoError(h.t, err)
+	var body []byte
+	switch {
+	case bytes.Equal(file, unauthenticatedAnswer(id)):
+		body = file
+	case h.cfg.Token == "":
+		require.GreaterOrEqual(h.t, len(file), responseHeadLen, "response %d: %s", id, file)
+		body = append([]byte{'{'}, file[responseHeadLen:]...)
+	default:
+		var ok bool
+		body, ok = responseBody(h.cfg.Token, id, file)
+		require.True(h.t, ok, "response %d is not authenticated: %s", id, file)
+	}
 	var r response
 	require.NoError(h.t, json.Unmarshal(body, &r), "response %d: %s", id, body)
 	return r, true

@@ -28,9 +28,6 @@ const (
 	textPrefix   = "text-"
 )
 
-// RequestName is the file a script publishes for call id.
-func RequestName(id int64) string { return fmt.Sprintf("req-%d.json", id) }
-
 // ResponseName is the file the pump publishes to answer call id.
 func ResponseName(id int64) string { return fmt.Sprintf("res-%d.json", id) }
 
@@ -46,12 +43,14 @@ func parseN(s string) (int64, bool) {
 }
 
 // entry is one protocol file found by a listing. n is meaningful only when
-// valid is set.
+// valid is set; num and mac are the name's number as written and its MAC
+// ("" when it carries none) for the script-written kinds.
 type entry struct {
-	name  string
-	n     int64
-	valid bool
-	mode  fs.FileMode // type bits from the directory (lstat, never followed)
+	name     string
+	n        int64
+	valid    bool
+	num, mac string
+	mode     fs.FileMode // type bits from the directory (lstat, never followed)
 }
 
 // listing is one read of the rpc directory, split by protocol name.
@@ -139,14 +138,14 @@ func (l *listing) add(dir string, name []byte, dtype byte) error {
 	switch {
 	case isRequest:
 		if t.IsRegular() || t&fs.ModeSymlink != 0 {
-			l.requests = append(l.requests, newEntry(string(name), reqPrefix, jsonSuffix, t))
+			l.requests = append(l.requests, newFrameEntry(string(name), reqPrefix, t))
 		}
 	case isMarker:
 		if t.IsRegular() {
 			l.markers = append(l.markers, newEntry(string(name), reqPrefix, claimSuffix, t))
 		}
 	case isNotify:
-		l.notifies = append(l.notifies, newEntry(string(name), notifyPrefix, jsonSuffix, t))
+		l.notifies = append(l.notifies, newFrameEntry(string(name), notifyPrefix, t))
 	}
 	return nil
 }
@@ -175,6 +174,13 @@ func direntType(dir string, name []byte, dtype byte) (fs.FileMode, error) {
 		return 0, err
 	}
 	return fi.Mode().Type(), nil
+}
+
+// newFrameEntry is a script-written frame's entry: its number and MAC
+// from the name (see parseFrameName).
+func newFrameEntry(name, prefix string, t fs.FileMode) entry {
+	f, _ := parseFrameName(name, prefix)
+	return entry{name: name, n: f.n, valid: f.numbered, num: f.num, mac: f.mac, mode: t}
 }
 
 func newEntry(name, prefix, suffix string, t fs.FileMode) entry {

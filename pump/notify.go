@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 )
@@ -16,8 +17,9 @@ const (
 )
 
 // DrainNotifications is the notification-only pass that ends a run: it
-// consumes every notify-<n>.json frame present and forwards the valid ones
-// within the run's 64-message cap. It never touches a request.
+// consumes every notify-<n>-<mac>.json frame present and forwards the
+// authenticated ones within the run's 64-message cap. It never touches a
+// request.
 func DrainNotifications(cfg Config, stats *Stats) {
 	s := newSweeper(cfg, stats)
 	l, err := listDir(s.cfg.Dir)
@@ -29,17 +31,23 @@ func DrainNotifications(cfg Config, stats *Stats) {
 }
 
 // forwardNotifications consumes frames in ascending n. Every frame is
-// deleted before it is read; malformed ones are neither forwarded nor
-// counted, valid ones beyond the cap are dropped silently.
+// deleted before it is read. One whose name or MAC fails, or that repeats
+// a number already forwarded (a genuine frame copied back after it was
+// consumed), is refused and counted; a malformed body under a valid MAC
+// is neither forwarded nor counted; valid ones beyond the cap are dropped
+// silently.
 func (s *sweeper) forwardNotifications(frames []entry) {
 	sortEntries(frames)
 	for _, e := range frames {
-		if !e.valid {
-			_ = s.remove(e.name)
+		msg, status := s.consumeFrame(e)
+		switch {
+		case status == frameRefused:
+			s.refuseFrame()
 			continue
-		}
-		msg, ok := s.consumeFrame(e)
-		if !ok || s.stats.NotifyForwarded >= MaxNotifyForwarded {
+		case status == frameMalformed || s.stats.NotifyForwarded >= MaxNotifyForwarded:
+			continue
+		case !s.cfg.notified.first(e.n):
+			s.refuseFrame()
 			continue
 		}
 		s.stats.NotifyForwarded++
@@ -50,32 +58,75 @@ func (s *sweeper) forwardNotifications(frames []entry) {
 	}
 }
 
+type frameStatus int
+
+const (
+	frameOK frameStatus = iota
+	frameMalformed
+	frameRefused
+)
+
 // consumeFrame opens a regular frame without following links, unlinks its
 // name (always, whatever it is) and then reads it through the open file.
-func (s *sweeper) consumeFrame(e entry) (string, bool) {
+// Only a frame whose MAC authenticates its body is more than refused.
+func (s *sweeper) consumeFrame(e entry) (string, frameStatus) {
 	var f *os.File
-	if e.mode.IsRegular() {
+	if e.valid && e.mode.IsRegular() {
 		f, _ = os.OpenFile(s.path(e.name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	}
 	_ = s.remove(e.name)
 	if f == nil {
-		return "", false
+		return "", frameRefused
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxNotifyFileBytes {
-		return "", false
+		return "", frameRefused
 	}
 	body, err := io.ReadAll(io.LimitReader(f, maxNotifyFileBytes+1))
-	if err != nil || len(body) > maxNotifyFileBytes || !utf8.Valid(body) {
-		return "", false
+	if err != nil || len(body) > maxNotifyFileBytes || !validMAC(s.cfg.Token, KindNotify, e.num, body, e.mac) {
+		return "", frameRefused
+	}
+	if !utf8.Valid(body) {
+		return "", frameMalformed
 	}
 	var fields map[string]json.RawMessage
 	var msg string
 	if json.Unmarshal(body, &fields) != nil || !isJSONString(fields["msg"]) || json.Unmarshal(fields["msg"], &msg) != nil {
-		return "", false
+		return "", frameMalformed
 	}
-	return msg, true
+	return msg, frameOK
+}
+
+// refuseFrame counts one frame that failed authentication.
+func (s *sweeper) refuseFrame() { observe(s.cfg.OnFrameRefused) }
+
+// notifyMemory is a bridge's record of the notification numbers it
+// forwarded, so a consumed frame copied back is refused. It lives outside
+// Stats because every sweep of the bridge, an abandoned one still running
+// included, must see it, and at most MaxNotifyForwarded numbers are ever
+// recorded.
+type notifyMemory struct {
+	mu   sync.Mutex
+	seen map[int64]struct{}
+}
+
+// first records n and reports whether it was new. A nil memory (a lone
+// DrainNotifications of a test) remembers nothing.
+func (m *notifyMemory) first(n int64) bool {
+	if m == nil {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.seen[n]; dup {
+		return false
+	}
+	if m.seen == nil {
+		m.seen = map[int64]struct{}{}
+	}
+	m.seen[n] = struct{}{}
+	return true
 }
 
 func (s *sweeper) deliver(msg string) {

@@ -1,11 +1,13 @@
 package pump
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,7 +28,7 @@ func TestNotificationsAreForwardedInOrderAndDeleted(t *testing.T) {
 	h := newHarness(t)
 	got := h.collect()
 	for _, n := range []int{3, 1, 10, 2} {
-		h.publish(fmt.Sprintf("notify-%d.json", n), notifyFrame(t, n, fmt.Sprintf("m%d", n)))
+		h.frame(KindNotify, n, notifyFrame(t, n, fmt.Sprintf("m%d", n)))
 	}
 	h.sweep()
 	assert.Equal(t, []string{"m1", "m2", "m3", "m10"}, *got)
@@ -37,12 +39,12 @@ func TestNotificationsAreForwardedInOrderAndDeleted(t *testing.T) {
 func TestFinalDrainForwardsTheLastNotification(t *testing.T) {
 	h := newHarness(t)
 	got := h.collect()
-	h.publish("notify-1.json", notifyFrame(t, 1, "bye"))
+	h.frame(KindNotify, 1, notifyFrame(t, 1, "bye"))
 	h.request(1, "read", nil)
 	DrainNotifications(h.cfg, &h.stats)
 	assert.Equal(t, []string{"bye"}, *got)
 	assert.Equal(t, 1, h.stats.NotifyForwarded)
-	assert.True(t, h.exists(RequestName(1)), "the drain never touches requests")
+	assert.True(t, h.exists(h.reqName(1)), "the drain never touches requests")
 	_, answered := h.response(1)
 	assert.False(t, answered)
 }
@@ -54,7 +56,7 @@ func TestAtMost64NotificationsAreForwardedAcrossSweepsAndTheDrain(t *testing.T) 
 	write := func(k int) {
 		for range k {
 			n++
-			h.publish(fmt.Sprintf("notify-%d.json", n), notifyFrame(t, n, fmt.Sprint(n)))
+			h.frame(KindNotify, n, notifyFrame(t, n, fmt.Sprint(n)))
 		}
 	}
 	write(40)
@@ -72,19 +74,19 @@ func TestAtMost64NotificationsAreForwardedAcrossSweepsAndTheDrain(t *testing.T) 
 func TestMalformedNotificationsAreConsumedWithoutCounting(t *testing.T) {
 	h := newHarness(t)
 	got := h.collect()
-	h.publish("notify-1.json", []byte(`{not json`))
-	h.publish("notify-2.json", []byte(`["msg"]`))
-	h.publish("notify-3.json", []byte(`{"n": 3, "message": "wrong key"}`))
-	h.publish("notify-4.json", []byte(`{"n": 4, "msg": 4}`))
-	h.publish("notify-5.json", []byte(`{"n": 5, "msg": null}`))
+	h.frame(KindNotify, 1, []byte(`{not json`))
+	h.frame(KindNotify, 2, []byte(`["msg"]`))
+	h.frame(KindNotify, 3, []byte(`{"n": 3, "message": "wrong key"}`))
+	h.frame(KindNotify, 4, []byte(`{"n": 4, "msg": 4}`))
+	h.frame(KindNotify, 5, []byte(`{"n": 5, "msg": null}`))
 	big := `{"n": 6, "msg": "` + strings.Repeat("a", 65536) + `"}`
-	h.publish("notify-6.json", []byte(big))
+	h.frame(KindNotify, 6, []byte(big))
 	target := filepath.Join(t.TempDir(), "target")
 	require.NoError(t, os.WriteFile(target, notifyFrame(t, 7, "via link"), 0o600))
-	require.NoError(t, os.Symlink(target, h.path("notify-7.json")))
-	h.publish("notify-8.json", []byte("{\"n\": 8, \"msg\": \"\xff\"}"))
+	require.NoError(t, os.Symlink(target, h.path(h.frameName(KindNotify, "7", notifyFrame(t, 7, "via link")))))
+	h.frame(KindNotify, 8, []byte("{\"n\": 8, \"msg\": \"\xff\"}"))
 	h.publish("notify-x.json", notifyFrame(t, 0, "bad name"))
-	h.publish("notify-9.json", notifyFrame(t, 9, "valid"))
+	h.frame(KindNotify, 9, notifyFrame(t, 9, "valid"))
 	h.sweep()
 
 	assert.Equal(t, []string{"valid"}, *got)
@@ -99,7 +101,7 @@ func TestNotificationUnderTheFileCapIsForwarded(t *testing.T) {
 	h := newHarness(t)
 	got := h.collect()
 	msg := strings.Repeat("b", 65536-len(`{"n": 1, "msg": ""}`))
-	h.publish("notify-1.json", notifyFrame(t, 1, msg))
+	h.frame(KindNotify, 1, notifyFrame(t, 1, msg))
 	h.sweep()
 	require.Len(t, *got, 1)
 	assert.Len(t, (*got)[0], MaxNotifyBytes)
@@ -108,8 +110,8 @@ func TestNotificationUnderTheFileCapIsForwarded(t *testing.T) {
 func TestLongNotificationsAreCutTo4096BytesAtARuneBoundary(t *testing.T) {
 	h := newHarness(t)
 	got := h.collect()
-	h.publish("notify-1.json", notifyFrame(t, 1, strings.Repeat("z", 10000)))
-	h.publish("notify-2.json", notifyFrame(t, 2, "a"+strings.Repeat("é", 3000)))
+	h.frame(KindNotify, 1, notifyFrame(t, 1, strings.Repeat("z", 10000)))
+	h.frame(KindNotify, 2, notifyFrame(t, 2, "a"+strings.Repeat("é", 3000)))
 	h.sweep()
 	require.Len(t, *got, 2)
 	assert.Equal(t, strings.Repeat("z", 4096), (*got)[0])
@@ -119,7 +121,7 @@ func TestLongNotificationsAreCutTo4096BytesAtARuneBoundary(t *testing.T) {
 func TestNotificationsWithoutACallbackAreStillConsumedAndCounted(t *testing.T) {
 	h := newHarness(t)
 	for n := 1; n <= 3; n++ {
-		h.publish(fmt.Sprintf("notify-%d.json", n), notifyFrame(t, n, "x"))
+		h.frame(KindNotify, n, notifyFrame(t, n, "x"))
 	}
 	h.sweep()
 	assert.Equal(t, 3, h.stats.NotifyForwarded)
@@ -129,8 +131,8 @@ func TestNotificationsWithoutACallbackAreStillConsumedAndCounted(t *testing.T) {
 func TestAPanickingNotifyCallbackIsSwallowed(t *testing.T) {
 	h := newHarness(t)
 	h.cfg.OnNotify = func(string) { panic("ui gone") }
-	h.publish("notify-1.json", notifyFrame(t, 1, "x"))
-	h.publish("notify-2.json", notifyFrame(t, 2, "y"))
+	h.frame(KindNotify, 1, notifyFrame(t, 1, "x"))
+	h.frame(KindNotify, 2, notifyFrame(t, 2, "y"))
 	h.sweep()
 	assert.Equal(t, 2, h.stats.NotifyForwarded)
 	assert.Empty(t, h.names())
@@ -145,4 +147,72 @@ func TestNotificationDirectoriesAreNeverRemoved(t *testing.T) {
 	assert.DirExists(t, h.path("notify-1.json/inner"))
 	assert.DirExists(t, h.path("notify-q.json"))
 	assert.Zero(t, h.stats.NotifyForwarded)
+}
+
+// Frames another session's script plants (it can list the shared staging
+// root, but has no token) never reach the callback: a name without a MAC,
+// a MAC under another token, a genuine frame's body under another number
+// or as another kind. Each is counted once; the genuine frame is
+// forwarded.
+func TestUnauthenticatedNotificationsAreRefusedAndCounted(t *testing.T) {
+	h := newHarness(t)
+	got := h.collect()
+	refused := 0
+	h.cfg.OnFrameRefused = func() { refused++ }
+	other, err := NewToken()
+	require.NoError(t, err)
+	genuine := notifyFrame(t, 1, "mine")
+	h.frame(KindNotify, 1, genuine)
+	h.publish("notify-2.json", notifyFrame(t, 2, "no mac"))
+	h.publish(FrameName(KindNotify, "3", FrameMAC(other, KindNotify, "3", notifyFrame(t, 3, "other key"))), notifyFrame(t, 3, "other key"))
+	h.publish(FrameName(KindNotify, "4", FrameMAC(h.token, KindNotify, "1", genuine)), genuine)
+	h.publish(FrameName(KindNotify, "5", FrameMAC(h.token, KindText, "5", genuine)), genuine)
+	h.publish("notify-6-"+strings.Repeat("0", MACLen)+".json", notifyFrame(t, 6, "zero mac"))
+	h.sweep()
+
+	assert.Equal(t, []string{"mine"}, *got)
+	assert.Equal(t, 1, h.stats.NotifyForwarded, "refused frames do not count against the cap")
+	assert.Equal(t, 5, refused)
+	assert.Empty(t, h.names(), "refused frames are consumed too")
+}
+
+// A genuine frame copied back after the pump consumed it (a script that
+// watched the directory) is refused: a number is forwarded once per
+// bridge, across sweeps and the final drain.
+func TestACopiedBackNotificationIsRefusedAndCounted(t *testing.T) {
+	h := newHarness(t)
+	got := h.collect()
+	refused := 0
+	h.cfg.OnFrameRefused = func() { refused++ }
+	h.cfg.notified = &notifyMemory{}
+	body := notifyFrame(t, 1, "once")
+	h.frame(KindNotify, 1, body)
+	h.sweep()
+	h.frame(KindNotify, 1, body)
+	h.sweep()
+	h.frame(KindNotify, 1, body)
+	DrainNotifications(h.cfg, &h.stats)
+	assert.Equal(t, []string{"once"}, *got)
+	assert.Equal(t, 2, refused)
+	assert.Equal(t, 1, h.stats.NotifyForwarded)
+}
+
+func TestServeRefusesACopiedBackNotification(t *testing.T) {
+	h := newHarness(t)
+	got := h.collect()
+	refused := 0
+	h.cfg.OnFrameRefused = func() { refused++ }
+	h.cfg.PollInterval = time.Millisecond
+	body := notifyFrame(t, 1, "once")
+	name := h.frame(KindNotify, 1, body)
+	exited := make(chan struct{})
+	done := make(chan Stats, 1)
+	go func() { done <- Serve(context.Background(), h.cfg, exited) }()
+	waitFor(t, "the frame to be consumed", func() bool { return !h.exists(name) })
+	h.frame(KindNotify, 1, body)
+	close(exited)
+	st := <-done
+	assert.Equal(t, []string{"once"}, *got)
+	assert.Equal(t, 1, st.NotifyForwarded)
+	assert.Equal(t, 1, refused)
 }

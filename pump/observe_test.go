@@ -18,7 +18,7 @@ func TestEachFailedAuthenticationIsObservedOnce(t *testing.T) {
 	h.cfg.OnAuthFailure = func() { failures++ }
 	h.requestWithToken(1, "forged", "read", nil)
 	h.requestWithToken(2, nil, "read", nil)
-	h.publish(RequestName(3), []byte("{not json"))
+	h.publish(unauthenticatedRequest(3), []byte("{not json"))
 	h.request(4, "read", nil)
 	h.sweep()
 	assert.Equal(t, 3, failures, "one per refused request, none for the good one")

@@ -41,20 +41,28 @@ func findPython(t *testing.T) string {
 	return ""
 }
 
-// shimLike speaks the bridge protocol the way the shim does: publish by
-// temp file and rename, ring fd 3, wait on fd 4 with a slow fallback.
+// shimLike speaks the bridge protocol the way the shim does, written
+// independently with python's own hmac module: publish by temp file and
+// rename under an authenticated name, ring fd 3, wait on fd 4 with a slow
+// fallback, and believe only an authenticated response.
 const shimLike = `
-import json, os, select, sys
+import hmac, json, os, select, sys
 d, token = sys.argv[1], sys.argv[2]
 for fd in (3, 4):
     os.set_inheritable(fd, False)
     os.set_blocking(fd, False)
 
-def publish(name, payload):
+def mac(kind, num, body):
+    msg = kind.encode() + b"\0" + str(num).encode() + b"\0" + body
+    return hmac.new(token.encode(), msg, "sha256").hexdigest()[:32]
+
+def publish(kind, num, payload):
+    body = json.dumps(payload).encode()
+    name = "%s-%d-%s.json" % (kind, num, mac(kind, num, body))
     tmp = os.path.join(d, name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f)
+    with os.fdopen(fd, "wb") as f:
+        f.write(body)
     os.replace(tmp, os.path.join(d, name))
     try:
         os.write(3, b"\x01")
@@ -62,7 +70,7 @@ def publish(name, payload):
         pass
 
 def call(i, tool, params):
-    publish("req-%d.json" % i, {"id": i, "token": token, "tool": tool, "params": params})
+    publish("req", i, {"id": i, "tool": tool, "params": params})
     res = os.path.join(d, "res-%d.json" % i)
     while not os.path.exists(res):
         select.select([4], [], [], 0.1)
@@ -71,8 +79,12 @@ def call(i, tool, params):
                 pass
         except BlockingIOError:
             pass
-    with open(res) as f:
-        r = json.load(f)
+    with open(res, "rb") as f:
+        data = f.read()
+    assert data.startswith(b'{"mac":"') and data[40:42] == b'",', data
+    body = b"{" + data[42:]
+    assert hmac.compare_digest(data[8:40].decode(), mac("res", i, body)), data
+    r = json.loads(body)
     if not r["ok"]:
         return "error: " + r["error"]
     return r["content"]
@@ -81,7 +93,7 @@ out = []
 for i in range(1, 4):
     out.append(call(i, "read", {"text": "hello %d \u00e9\U0001f600" % i}))
 out.append(call(4, "bash", {}))
-publish("notify-1.json", {"n": 1, "msg": "done"})
+publish("notify", 1, {"n": 1, "msg": "done"})
 print(json.dumps(out))
 `
 
@@ -134,8 +146,8 @@ func TestServeSpeaksTheBridgeWithARealPython(t *testing.T) {
 // U+FFFD first, json.dump with its defaults) and prints what it wrote and
 // how many bytes it charged.
 const textWriter = `
-import json, os, sys
-d = sys.argv[1]
+import hmac, json, os, sys
+d, token = sys.argv[1], sys.argv[2]
 def safe(s):
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
 corpus = ["\ud800 lone", "pair \ud83d\ude00 as two", "\x00\x01\x1f ctl", "emoji \U0001f389",
@@ -144,9 +156,11 @@ sent, used = [], 0
 for n, s in enumerate(corpus, 1):
     s = safe(s)
     frame = {"n": n, "text": s}
-    used += len(json.dumps(frame))
-    with open(os.path.join(d, "text-%d.json" % n), "w") as f:
-        json.dump(frame, f)
+    body = json.dumps(frame).encode()
+    used += len(body)
+    tag = hmac.new(token.encode(), b"text\0%d\0" % n + body, "sha256").hexdigest()[:32]
+    with open(os.path.join(d, "text-%d-%s.json" % (n, tag)), "wb") as f:
+        f.write(body)
     sent.append(s)
 print(json.dumps({"sent": sent, "used": used}))
 `
@@ -156,7 +170,7 @@ func TestReadTextBlocksReturnsExactlyWhatPythonWrote(t *testing.T) {
 	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, python, "-c", textWriter, h.dir).Output()
+	out, err := exec.CommandContext(ctx, python, "-c", textWriter, h.dir, h.token).Output()
 	require.NoError(t, err)
 	var want struct {
 		Sent []string
@@ -164,9 +178,12 @@ func TestReadTextBlocksReturnsExactlyWhatPythonWrote(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(out, &want))
 
-	assert.Equal(t, want.Sent, ReadTextBlocks(h.dir, 65536))
-	assert.Equal(t, want.Sent, ReadTextBlocks(h.dir, want.Used), "the host charges exactly the shim's bytes")
-	assert.Equal(t, want.Sent[:len(want.Sent)-1], ReadTextBlocks(h.dir, want.Used-1))
+	refused := 0
+	count := func() { refused++ }
+	assert.Equal(t, want.Sent, ReadTextBlocks(h.dir, h.token, 65536, count))
+	assert.Equal(t, want.Sent, ReadTextBlocks(h.dir, h.token, want.Used, count), "the host charges exactly the shim's bytes")
+	assert.Equal(t, want.Sent[:len(want.Sent)-1], ReadTextBlocks(h.dir, h.token, want.Used-1, count))
+	assert.Zero(t, refused, "python's hmac and the pump agree on every MAC")
 }
 
 func TestServerSpeaksTheBridgeWithARealPython(t *testing.T) {

@@ -25,16 +25,16 @@ func TestDirectoryAtTheMarkerNameBlocksDispatch(t *testing.T) {
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)
 	assert.DirExists(t, h.path("req-1.claim/sub"))
-	assert.False(t, h.exists(RequestName(1)))
+	assert.False(t, h.exists(h.reqName(1)))
 }
 
 func TestSymlinkedRequestIsNeverDispatched(t *testing.T) {
 	read := echoTool("read")
 	h := newHarness(t, read)
 	target := filepath.Join(t.TempDir(), "body.json")
-	body := mustJSON(t, map[string]any{"token": h.token, "tool": "read", "params": map[string]any{}})
+	body := mustJSON(t, map[string]any{"tool": "read", "params": map[string]any{}})
 	require.NoError(t, os.WriteFile(target, body, 0o600))
-	require.NoError(t, os.Symlink(target, h.path(RequestName(1))))
+	require.NoError(t, os.Symlink(target, h.path(RequestName(h.token, 1, body))))
 	h.sweep()
 
 	assert.Equal(t, response{ID: 1, Error: MsgNotMarked}, h.mustResponse(1))
@@ -104,8 +104,8 @@ func TestSuccessorSweepAnswersAKilledSweepsClaimsAsInterrupted(t *testing.T) {
 
 func TestRecoverRestoresRealAccountingFromASurvivingResponse(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
-	h.publish(MarkerName(1), mustJSON(t, map[string]any{"token": h.token, "tool": "read"}))
-	resp := []byte(`{"id":1,"ok":true,"content":"hello"}`)
+	h.publish(MarkerName(1), mustJSON(t, map[string]any{"tool": "read"}))
+	resp := encodeResponse(h.token, 1, true, "hello")
 	h.publish(ResponseName(1), resp)
 	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "read"}}))
 
@@ -222,7 +222,7 @@ func TestLedgerClaimWithoutEvidenceIsInterruptedAndFlagsLoss(t *testing.T) {
 
 func TestLedgerClaimWithSurvivingSuccessRestoresAccountingWithoutLoss(t *testing.T) {
 	h := newHarness(t, echoTool("webfetch"))
-	h.publish(ResponseName(1), []byte(`{"id":1,"ok":true,"content":"page text"}`))
+	h.hostResponse(1, true, "page text")
 	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "webfetch"}}))
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.EqualValues(t, len("page text"), h.stats.Bytes)
@@ -231,10 +231,29 @@ func TestLedgerClaimWithSurvivingSuccessRestoresAccountingWithoutLoss(t *testing
 	assert.False(t, h.stats.AccountingLoss)
 }
 
+// Recovery believes only the pump's own answers: a success planted at the
+// response name by a script without the token restores no accounting,
+// and the claim is answered as interrupted over it.
+func TestRecoverIgnoresAnUnauthenticatedSurvivingResponse(t *testing.T) {
+	h := newHarness(t)
+	other, err := NewToken()
+	require.NoError(t, err)
+	h.publish(MarkerName(1), mustJSON(t, map[string]any{"tool": "read"}))
+	h.publish(ResponseName(1), []byte(`{"id":1,"ok":true,"content":"forged bytes"}`))
+	h.publish(ResponseName(2), encodeResponse(other, 2, true, "another bridge's"))
+	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "read"}, 2: {Kind: ClaimClaimed, Tool: "read"}}))
+	assert.Equal(t, 2, h.stats.Calls)
+	assert.Zero(t, h.stats.Bytes)
+	assert.Equal(t, 2, h.stats.Errors)
+	assert.True(t, h.stats.AccountingLoss, "a claimed call without a provable outcome")
+	assert.Equal(t, MsgInterrupted, h.mustResponse(1).Error)
+	assert.Equal(t, MsgInterrupted, h.mustResponse(2).Error)
+}
+
 func TestLedgerToolBeatsAForgedMarkerBody(t *testing.T) {
 	h := newHarness(t, echoTool("read"), echoTool("webfetch"))
 	h.publish(MarkerName(1), []byte(`{"tool":"read"}`))
-	h.publish(ResponseName(1), []byte(`{"id":1,"ok":true,"content":"x"}`))
+	h.hostResponse(1, true, "x")
 	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "webfetch"}}))
 	assert.Equal(t, []string{"webfetch"}, h.stats.SortedTools())
 	assert.Equal(t, 1, h.stats.Calls)
@@ -251,7 +270,7 @@ func TestMarkerCoveredLedgerIDIsChargedOnce(t *testing.T) {
 
 func TestLedgerDenialKeepsASurvivingAnswerVerbatim(t *testing.T) {
 	h := newHarness(t)
-	h.publish(ResponseName(1), []byte(`{"id":1,"ok":false,"error":"Tool 'webfetch' is in deny list"}`))
+	h.hostResponse(1, false, "Tool 'webfetch' is in deny list")
 	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{
 		1: {Kind: ClaimDenied, Tool: "webfetch"},
 		2: {Kind: ClaimDenied, Tool: "webfetch"},
@@ -338,8 +357,7 @@ func TestLedgerHookHearsEachDisposition(t *testing.T) {
 	h.cfg.MaxCalls = 3
 	ledger := Ledger{}
 	h.cfg.OnClaim = ledger.Record
-	tok := string(mustJSON(t, h.token))
-	h.publish(RequestName(1), []byte(`{"token":`+tok+`,"tool":1}`))
+	h.requestBody(1, []byte(`{"tool":1}`))
 	h.request(2, "bash", nil)
 	h.request(3, "ls", nil)
 	h.request(4, "read", nil)
@@ -382,7 +400,7 @@ func TestSweepKilledRightAfterTheReservationSettlesOneCallAndOneError(t *testing
 	_, answered := h.response(1)
 	assert.False(t, answered)
 	assert.False(t, h.exists(MarkerName(1)))
-	assert.True(t, h.exists(RequestName(1)), "the request file is intact")
+	assert.True(t, h.exists(h.reqName(1)), "the request file is intact")
 
 	settled := NewStats() // the dead sweep's stats die with it
 	require.NoError(t, Recover(h.cfg, &settled, ledger))

@@ -3,7 +3,6 @@ package pump
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -18,8 +17,8 @@ type Request struct {
 }
 
 // maxRequestBytes bounds what the pump reads of one request file. The
-// shim's requests are a few hundred bytes; anything larger cannot be
-// parsed, so it fails authentication like any unparseable body.
+// shim's requests are a few hundred bytes; a larger file is never read,
+// so its MAC is never checked and it fails authentication.
 const maxRequestBytes = 1 << 20
 
 // NewToken returns a fresh bridge token: 32 random bytes, base64url
@@ -32,24 +31,26 @@ func NewToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// ParseRequest decodes, authenticates and validates a request body
-// (bridge.md §5.5 steps 2–4d). Authentication comes first: a body that is
-// not a JSON object of valid UTF-8, or whose "token" is not a string equal
-// (in constant time) to a non-empty token, is ErrAuth. An authenticated
-// body whose "tool" is not a string or whose "params" is neither absent,
-// null, false nor an object is ErrInvalid. The caller must apply the
-// replay and budget gates between the two, which is why both come from
-// one pure function: the order is the caller's, the verdicts are here.
-func ParseRequest(body []byte, token string) (Request, error) {
+// ParseRequest authenticates and validates a request file (bridge.md §5.5
+// steps 2–4d): num and mac are the number and MAC of its name, body its
+// bytes. Authentication comes first: a MAC that does not match (in
+// constant time) the body under a non-empty token is ErrAuth, whatever the
+// body holds. An authenticated body that is not a JSON object of valid
+// UTF-8, whose "tool" is not a string, or whose "params" is neither
+// absent, null, false nor an object is ErrInvalid. The caller must apply
+// the replay and budget gates between the two, which is why both come
+// from one pure function: the order is the caller's, the verdicts are
+// here.
+func ParseRequest(token, num, mac string, body []byte) (Request, error) {
+	if !validMAC(token, KindRequest, num, body, mac) {
+		return Request{}, fmt.Errorf("%w: mac mismatch", ErrAuth)
+	}
 	if !utf8.Valid(body) {
-		return Request{}, fmt.Errorf("%w: body is not UTF-8", ErrAuth)
+		return Request{}, fmt.Errorf("%w: body is not UTF-8", ErrInvalid)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return Request{}, fmt.Errorf("%w: body is not a JSON object", ErrAuth)
-	}
-	if !tokenMatches(fields["token"], token) {
-		return Request{}, fmt.Errorf("%w: token mismatch", ErrAuth)
+		return Request{}, fmt.Errorf("%w: body is not a JSON object", ErrInvalid)
 	}
 
 	var req Request
@@ -74,22 +75,6 @@ func ParseRequest(body []byte, token string) (Request, error) {
 		return Request{}, fmt.Errorf("%w: params is not an object", ErrInvalid)
 	}
 	return req, nil
-}
-
-// tokenMatches compares in constant time, after the length check (which
-// leaks only the length, and the expected length is public: 43).
-func tokenMatches(raw json.RawMessage, want string) bool {
-	if want == "" || !isJSONString(raw) {
-		return false
-	}
-	var got string
-	if err := json.Unmarshal(raw, &got); err != nil {
-		return false
-	}
-	if len(got) != len(want) {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
 // isJSONString reports whether raw is a JSON string literal; json.Unmarshal

@@ -15,12 +15,40 @@ import (
 // escaped as \uXXXX pairs; a bigger file was not written by the pump.
 const maxResponseRead = 64 << 20
 
-// encodeResponse renders the compact response body. It cannot fail:
-// strings are escaped by hand to pure ASCII (as python's json.dump does),
-// with invalid UTF-8 replaced by U+FFFD, so the shim decodes the file the
-// same way under any locale.
-func encodeResponse(id int64, ok bool, text string) []byte {
-	b := make([]byte, 0, len(text)+48)
+// responseHead is the MAC member every response starts with:
+// {"mac":"<32 hex digits>", then the rest of the body. The MAC is over the
+// body without it, "{" followed by what comes after the head.
+const (
+	responseHeadOpen = `{"mac":"`
+	responseHeadLen  = len(responseHeadOpen) + MACLen + len(`",`)
+)
+
+// encodeResponse renders the compact response body, authenticated with
+// token. It cannot fail: strings are escaped by hand to pure ASCII (as
+// python's json.dump does), with invalid UTF-8 replaced by U+FFFD, so the
+// shim decodes the file the same way under any locale.
+func encodeResponse(token string, id int64, ok bool, text string) []byte {
+	// The body proper is built after room for the head, whose last byte
+	// is where the body's own "{" sits until the MAC over it is known.
+	b := appendBody(make([]byte, responseHeadLen-1, responseHeadLen+len(text)+48), id, ok, text)
+	mac := FrameMAC(token, KindResponse, strconv.FormatInt(id, 10), b[responseHeadLen-1:])
+	head := append(append([]byte(responseHeadOpen), mac...), '"', ',')
+	copy(b, head)
+	return b
+}
+
+// unauthenticatedAnswer is the body that answers a request which failed
+// authentication: the same shape without a MAC member. Nobody who holds
+// the token sent that request, so no shim believes the answer, and the
+// pump does not take it for one: the script's own call of that id, should
+// it come, still runs and its real answer replaces this. A MAC here would
+// let anyone without the token have the pump authenticate an answer to
+// any id.
+func unauthenticatedAnswer(id int64) []byte {
+	return appendBody(nil, id, false, MsgAuthFailed)
+}
+
+func appendBody(b []byte, id int64, ok bool, text string) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, id, 10)
 	if ok {
@@ -30,6 +58,21 @@ func encodeResponse(id int64, ok bool, text string) []byte {
 	}
 	b = appendJSONString(b, text)
 	return append(b, '}')
+}
+
+// responseBody returns the body of a response file without its MAC member
+// when the MAC authenticates it as the answer to id under token.
+func responseBody(token string, id int64, file []byte) ([]byte, bool) {
+	if len(file) < responseHeadLen || string(file[:len(responseHeadOpen)]) != responseHeadOpen ||
+		string(file[responseHeadLen-2:responseHeadLen]) != `",` {
+		return nil, false
+	}
+	mac := string(file[len(responseHeadOpen) : len(responseHeadOpen)+MACLen])
+	body := append([]byte{'{'}, file[responseHeadLen:]...)
+	if !validMAC(token, KindResponse, strconv.FormatInt(id, 10), body, mac) {
+		return nil, false
+	}
+	return body, true
 }
 
 const hexDigits = "0123456789abcdef"
@@ -82,11 +125,11 @@ func appendU(b []byte, r rune) []byte {
 }
 
 // publish writes res-<id>.json through a private reservation and rename
-// (a link planted at the name is replaced, not followed). A failure is
-// logged and otherwise ignored: a dispatched id's surviving marker makes
-// the next sweep's recovery answer it.
+// (a link or a forged file planted at the name is replaced, not
+// followed). A failure is logged and otherwise ignored: a dispatched id's
+// surviving marker makes the next sweep's recovery answer it.
 func (s *sweeper) publish(id int64, ok bool, text string) bool {
-	if err := privatetmp.WriteFile(s.cfg.Dir, ResponseName(id), encodeResponse(id, ok, text)); err != nil {
+	if err := privatetmp.WriteFile(s.cfg.Dir, ResponseName(id), encodeResponse(s.cfg.Token, id, ok, text)); err != nil {
 		s.cfg.Logger.Warn().Msgf("execute_code rpc response write failed: %v", err)
 		return false
 	}
@@ -100,20 +143,54 @@ func (s *sweeper) answer(id int64, msg string) {
 	}
 }
 
-// ensureAnswered answers id with msg unless a regular response file
+// refuseUnauthenticated answers a request that failed authentication,
+// unless something already sits at its response name: such a request
+// must never replace a real answer. The answer carries no MAC (see
+// unauthenticatedAnswer).
+func (s *sweeper) refuseUnauthenticated(id int64) {
+	if isRegular(s.path(ResponseName(id))) {
+		return
+	}
+	if err := privatetmp.WriteFile(s.cfg.Dir, ResponseName(id), unauthenticatedAnswer(id)); err != nil {
+		s.cfg.Logger.Warn().Msgf("execute_code rpc response write failed: %v", err)
+		return
+	}
+	s.cfg.Bells.Ring()
+}
+
+// answered reports whether id has an authenticated response: a regular
+// res-<id>.json (never a link) whose MAC holds. Anything else at the name,
+// a file another session planted included, is no answer, and the next
+// publication replaces it.
+func (s *sweeper) answered(id int64) bool {
+	_, ok := s.readResponse(id)
+	return ok
+}
+
+// ensureAnswered answers id with msg unless an authenticated response
 // already exists: a surviving answer keeps its exact wording.
 func (s *sweeper) ensureAnswered(id int64, msg string) {
-	if isRegular(s.path(ResponseName(id))) {
+	if s.answered(id) {
 		return
 	}
 	s.answer(id, msg)
 }
 
-// readSuccess returns the content of a surviving successful response:
-// a regular res-<id>.json that decodes to {"ok": true, "content": <string>}.
-func (s *sweeper) readSuccess(id int64) (string, bool) {
-	body, err := readBounded(s.path(ResponseName(id)), false, maxResponseRead)
+// readResponse returns the body of id's authenticated response.
+func (s *sweeper) readResponse(id int64) ([]byte, bool) {
+	file, err := readBounded(s.path(ResponseName(id)), false, maxResponseRead)
 	if err != nil {
+		return nil, false
+	}
+	return responseBody(s.cfg.Token, id, file)
+}
+
+// readSuccess returns the content of a surviving successful response:
+// an authenticated res-<id>.json that decodes to {"ok": true, "content":
+// <string>}.
+func (s *sweeper) readSuccess(id int64) (string, bool) {
+	body, ok := s.readResponse(id)
+	if !ok {
 		return "", false
 	}
 	var fields map[string]json.RawMessage

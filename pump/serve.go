@@ -22,6 +22,7 @@ import (
 // after the drain once exited is closed.
 func Serve(ctx context.Context, cfg Config, exited <-chan struct{}) Stats {
 	cfg = cfg.settled()
+	cfg.notified = &notifyMemory{}
 	stats := NewStats()
 	finish := func() Stats {
 		DrainNotifications(cfg, &stats)

@@ -80,7 +80,7 @@ func TestServeSweepsOnAWakeUpAndRingsBack(t *testing.T) {
 	require.Positive(t, n)
 	assert.Equal(t, response{ID: 1, OK: true, Content: "hi"}, h.mustResponse(1))
 
-	h.publish("notify-1.json", notifyFrame(t, 1, "last words"))
+	h.frame(KindNotify, 1, notifyFrame(t, 1, "last words"))
 	close(exited)
 	stats := <-done
 	assert.Equal(t, 1, stats.Calls)
@@ -108,7 +108,7 @@ func TestServeNeverDispatchesARequestPresentAfterExit(t *testing.T) {
 	exited := make(chan struct{})
 	close(exited)
 	h.request(1, "read", nil)
-	h.publish("notify-1.json", notifyFrame(t, 1, "posthumous notify"))
+	h.frame(KindNotify, 1, notifyFrame(t, 1, "posthumous notify"))
 	ringHost(t, b)
 	waitFor(t, "the ring to be pending", func() bool { return len(b.wake) == 1 })
 
@@ -117,7 +117,7 @@ func TestServeNeverDispatchesARequestPresentAfterExit(t *testing.T) {
 	assert.Zero(t, stats.Calls)
 	_, answered := h.response(1)
 	assert.False(t, answered)
-	assert.True(t, h.exists(RequestName(1)), "left for teardown")
+	assert.True(t, h.exists(h.reqName(1)), "left for teardown")
 	assert.Equal(t, []string{"posthumous notify"}, *got, "notifications still drain")
 }
 

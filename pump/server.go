@@ -119,6 +119,7 @@ func StartServer(cfg Config) (*Server, error) {
 	}
 	cfg.tasks = s.tasks
 	cfg.claimed = s.claimedLive
+	cfg.notified = &notifyMemory{}
 	s.cfg = cfg.settled()
 	s.cell, s.abortCell = context.WithCancel(context.Background())
 	s.wake, s.unsubscribe = cfg.Bells.Subscribe()

@@ -219,7 +219,7 @@ func TestServerLedgerHearsReservationThenClaimBeforeTheMarkerExists(t *testing.T
 		recorded := srv.ledger[id] == LedgerEntry{Kind: kind, Tool: tool}
 		srv.ledgerMu.Unlock()
 		mu.Lock()
-		feeds = append(feeds, feed{id, kind, tool, recorded, h.exists(MarkerName(id)), h.exists(RequestName(id))})
+		feeds = append(feeds, feed{id, kind, tool, recorded, h.exists(MarkerName(id)), h.exists(h.reqName(id))})
 		mu.Unlock()
 	}
 	srv := h.start()
@@ -362,7 +362,7 @@ func TestAbortWithNothingInFlightKeepsExactStatsAndSweepsNoMore(t *testing.T) {
 
 	// Once aborted, neither rings nor the timer sweep: request 2 stays.
 	time.Sleep(20 * time.Millisecond)
-	assert.True(t, h.exists(RequestName(2)))
+	assert.True(t, h.exists(h.reqName(2)))
 	assert.EqualValues(t, 1, read.runs.Load())
 }
 
@@ -494,18 +494,18 @@ func TestDrainAndStatsForwardsANotificationWrittenAfterTheLastSweep(t *testing.T
 		got = append(got, msg)
 	}
 	srv := h.start()
-	h.publish("notify-1.json", notifyFrame(t, 1, "early"))
+	h.frame(KindNotify, 1, notifyFrame(t, 1, "early"))
 	h.request(1, "read", nil)
 	waitFor(t, "the answer", h.answered(1))
 	abort(srv) // no sweep after this
 
-	h.publish("notify-2.json", notifyFrame(t, 2, "last words"))
+	last := h.frame(KindNotify, 2, notifyFrame(t, 2, "last words"))
 	st := finalStats(t, srv)
 	assert.Equal(t, 2, st.NotifyForwarded)
 	mu.Lock()
 	assert.Equal(t, []string{"early", "last words"}, got)
 	mu.Unlock()
-	assert.False(t, h.exists("notify-2.json"))
+	assert.False(t, h.exists(last))
 }
 
 func TestDrainAndStatsWaitsForTheInFlightSweepAndReportsLossWhenItCannot(t *testing.T) {
@@ -563,7 +563,7 @@ func TestStopDrainsNotificationsAndNeverARequest(t *testing.T) {
 	h.cfg.OnNotify = func(string) { forwarded.Add(1) }
 	srv := h.start()
 	h.request(1, "read", nil)
-	h.publish("notify-1.json", notifyFrame(t, 1, "bye"))
+	h.frame(KindNotify, 1, notifyFrame(t, 1, "bye"))
 	srv.Stop(context.Background())
 	assert.EqualValues(t, 1, forwarded.Load())
 	assert.Zero(t, read.runs.Load())
@@ -622,7 +622,7 @@ func TestACompletedSweepsUnpublishableAnswerLeavesNoMarkerBehind(t *testing.T) {
 	srv := h.start()
 	h.request(1, "read", nil)
 	ringHost(t, b)
-	waitFor(t, "the claim to be made", func() bool { return !h.exists(RequestName(1)) })
+	waitFor(t, "the claim to be made", func() bool { return !h.exists(h.reqName(1)) })
 	waitFor(t, "settlement to clear the marker", func() bool { return !h.exists(MarkerName(1)) })
 
 	st := finalStats(t, srv)

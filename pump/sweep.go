@@ -73,27 +73,32 @@ func (s *sweeper) run(ctx context.Context) error {
 
 // claim runs §5.5 for one request file. Every request it does not return
 // as a claim is answered (the answer written before the request is
-// deleted), except one already answered, which is dropped silently.
+// deleted), except one already answered, which is dropped silently, and
+// one that fails authentication while something sits at its response
+// name: an unauthenticated file must never replace a real answer. The
+// answer to an unauthenticated request is itself unauthenticated.
 func (s *sweeper) claim(e entry) (claim, bool) {
 	id := e.n
-	if isRegular(s.path(ResponseName(id))) {
-		_ = s.remove(e.name)
-		s.stats.remember(id)
-		return claim{}, false
-	}
 	body, err := readBounded(s.path(e.name), true, maxRequestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return claim{}, false // withdrawn since the listing: nothing to answer
 	}
 	var req Request
 	if err == nil {
-		req, err = ParseRequest(body, s.cfg.Token)
+		req, err = ParseRequest(s.cfg.Token, e.num, e.mac, body)
 	}
 	if err != nil && !errors.Is(err, ErrInvalid) {
-		s.answer(id, MsgAuthFailed)
+		// Never remembered either: a planted request must not make the
+		// script's own call of that id a replay.
+		s.refuseUnauthenticated(id)
 		_ = s.remove(e.name)
 		s.stats.Denied++
 		observe(s.cfg.OnAuthFailure)
+		return claim{}, false
+	}
+	if s.answered(id) {
+		_ = s.remove(e.name)
+		s.stats.remember(id)
 		return claim{}, false
 	}
 	return s.claimAuthenticated(e, req, err)

@@ -13,28 +13,21 @@ import (
 const textFrameSlack = 256
 
 // ReadTextBlocks returns the script's text() blocks in n order (bridge.md
-// §5.9), read once after the script ended. A block is accepted when it is
-// a regular file (never a link) of at most maxTextBytes+256 bytes holding
-// a JSON object with a string "text", and its file body still fits the
-// budget; the charge is the body's byte length, the same currency the
-// shim charged. A skipped block does not stop the scan. Files are left in
-// place for teardown.
-func ReadTextBlocks(dir string, maxTextBytes int) []string {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil
-	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return nil
-	}
+// §5.9), read once after the script ended from dir, whose bridge token is
+// token. A block is accepted when it is a regular file (never a link) of
+// at most maxTextBytes+256 bytes named text-<n>-<mac>.json, whose MAC
+// authenticates its body, holding a JSON object with a string "text", and
+// its body still fits the budget; the charge is the body's byte length,
+// the same currency the shim charged. Every text-*.json file that fails
+// the name or the MAC is refused: onRefused (which may be nil) is told of
+// each, and it is never charged. A skipped block does not stop the scan.
+// Files are left in place for teardown.
+func ReadTextBlocks(dir, token string, maxTextBytes int, onRefused func()) []string {
+	names := readNames(dir)
 	var frames []entry
 	for _, name := range names {
 		if strings.HasPrefix(name, textPrefix) && strings.HasSuffix(name, jsonSuffix) {
-			if e := newEntry(name, textPrefix, jsonSuffix, 0); e.valid {
-				frames = append(frames, e)
-			}
+			frames = append(frames, newFrameEntry(name, textPrefix, 0))
 		}
 	}
 	sortEntries(frames)
@@ -44,7 +37,11 @@ func ReadTextBlocks(dir string, maxTextBytes int) []string {
 	limit := int64(maxTextBytes)
 	for _, e := range frames {
 		body, err := readBounded(filepath.Join(dir, e.name), false, limit+textFrameSlack)
-		if err != nil || !utf8.Valid(body) {
+		if !e.valid || err != nil || !validMAC(token, KindText, e.num, body, e.mac) {
+			observe(onRefused)
+			continue
+		}
+		if !utf8.Valid(body) {
 			continue
 		}
 		var fields map[string]json.RawMessage
@@ -58,4 +55,18 @@ func ReadTextBlocks(dir string, maxTextBytes int) []string {
 		}
 	}
 	return blocks
+}
+
+// readNames lists dir once; an unreadable directory has no frames.
+func readNames(dir string) []string {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil
+	}
+	return names
 }

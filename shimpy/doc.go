@@ -2,14 +2,18 @@
 // lemon_tools module a script imports (helpers that call host tools over
 // the file-RPC directory, plus text(), notify() and batch()), the one-line
 // import injected before a script, and the per-run _configure call that
-// binds the module to its rpc directory, token, text budget and doorbells.
+// binds the module to its rpc directory, text budget and doorbells, and
+// to the token it reads from an inherited socket (TokenSocket): the token
+// is never rendered into the module. The shim authenticates what it
+// writes and what it believes with an HMAC keyed by the token.
 //
 // The python source is embedded with go:embed and rendered purely: the same
 // inputs always give byte-identical text. The shim is stdlib-only python.
 //
 // shimpy owns the shim's half of the protocol in bridge.md §4 (file names,
 // frame shapes, the doorbell wait) and the exception frame it leaves for the
-// host. It may call only the Go standard library. It never touches the
-// filesystem, starts a process, or decides anything the host enforces:
+// host. It may call only the Go standard library and x/sys/unix (for the
+// token's socket pair). It never touches the filesystem, starts a
+// process, or decides anything the host enforces:
 // authentication, budgets other than text(), and dispatch belong to pump.
 package shimpy

@@ -4,16 +4,27 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/pump"
 )
+
+// shimFrameName is the name the shim gives a frame of kind numbered n
+// with body, under the test token.
+func shimFrameName(kind string, n int, body string) string {
+	num := strconv.Itoa(n)
+	return pump.FrameName(kind, num, pump.FrameMAC(testToken, kind, num, []byte(body)))
+}
 
 func TestAtomicWriteRefusesAPreExistingTemp(t *testing.T) {
 	s := newStage(t, nil, 0, nil)
-	planted := filepath.Join(s.rpc, "text-1.json.tmp")
+	name := shimFrameName(pump.KindText, 1, `{"n": 1, "text": "a"}`)
+	planted := filepath.Join(s.rpc, name+".tmp")
 	require.NoError(t, os.WriteFile(planted, []byte("planted"), 0o600))
 	out := requireClean(t, s.run(t, `
 try:
@@ -21,8 +32,8 @@ try:
 except ToolError as e:
     print(e)
 `))
-	assert.Equal(t, "rpc temp for text-1.json already exists\n", out)
-	assert.Equal(t, []string{"text-1.json.tmp"}, listDir(t, s.rpc), "nothing else left behind")
+	assert.Equal(t, "rpc temp for "+name+" already exists\n", out)
+	assert.Equal(t, []string{name + ".tmp"}, listDir(t, s.rpc), "nothing else left behind")
 	body, err := os.ReadFile(planted)
 	require.NoError(t, err)
 	assert.Equal(t, "planted", string(body))
@@ -32,18 +43,19 @@ func TestAtomicWriteNeverFollowsASymlinkedTemp(t *testing.T) {
 	s := newStage(t, nil, 0, nil)
 	target := filepath.Join(s.work, "target")
 	require.NoError(t, os.WriteFile(target, []byte("untouched"), 0o600))
-	require.NoError(t, os.Symlink(target, filepath.Join(s.rpc, "notify-1.json.tmp")))
+	name := shimFrameName(pump.KindNotify, 1, `{"n": 1, "msg": "a"}`)
+	require.NoError(t, os.Symlink(target, filepath.Join(s.rpc, name+".tmp")))
 	out := requireClean(t, s.run(t, `
 try:
     notify("a")
 except ToolError as e:
     print(e)
 `))
-	assert.Equal(t, "rpc temp for notify-1.json already exists\n", out)
+	assert.Equal(t, "rpc temp for "+name+" already exists\n", out)
 	body, err := os.ReadFile(target)
 	require.NoError(t, err)
 	assert.Equal(t, "untouched", string(body))
-	assert.Equal(t, []string{"notify-1.json.tmp"}, listDir(t, s.rpc))
+	assert.Equal(t, []string{name + ".tmp"}, listDir(t, s.rpc))
 }
 
 func TestAtomicWriteRefusesATempThatIsNotOwnerOnly(t *testing.T) {
@@ -56,7 +68,7 @@ try:
 except ToolError as e:
     print(e)
 `))
-	assert.Equal(t, "rpc temp for text-1.json is not owner-only\n", out)
+	assert.Equal(t, "rpc temp for "+shimFrameName(pump.KindText, 1, `{"n": 1, "text": "a"}`)+" is not owner-only\n", out)
 	assert.Empty(t, listDir(t, s.rpc), "the refused temp is removed")
 }
 
@@ -91,12 +103,16 @@ func TestUncaughtExceptionLeavesAnExceptionFrame(t *testing.T) {
 			assert.NotEqual(t, 0, o.exit)
 			assert.Contains(t, o.output, "Traceback (most recent call last)", "the traceback is unchanged")
 			assert.Contains(t, o.output, tc.want["type"].(string))
-			body, err := os.ReadFile(filepath.Join(s.rpc, ExceptionFile))
+			names := listDir(t, s.rpc)
+			require.Len(t, names, 1)
+			require.True(t, strings.HasPrefix(names[0], ExceptionPrefix), names[0])
+			body, err := os.ReadFile(filepath.Join(s.rpc, names[0]))
 			require.NoError(t, err)
+			assert.Equal(t, pump.FrameName(pump.KindException, "", pump.FrameMAC(testToken, pump.KindException, "", body)), names[0],
+				"the record is authenticated")
 			var got map[string]any
 			require.NoError(t, json.Unmarshal(body, &got))
 			assert.Equal(t, tc.want, got)
-			assert.Equal(t, []string{ExceptionFile}, listDir(t, s.rpc))
 		})
 	}
 }

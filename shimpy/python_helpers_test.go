@@ -20,10 +20,27 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/pump"
 )
 
 // testToken looks like a real bridge token (bridge.md §3.3).
 const testToken = "tok_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn0"
+
+// knownTokens are the tokens the tests' bridges use: a frame or request
+// is attributed to the first one its MAC verifies under.
+var knownTokens = []string{testToken, "t1", "t2"}
+
+// tokenOf returns the known token that authenticates a file of kind
+// numbered num with body under mac, or "" when none does.
+func tokenOf(kind, num string, body []byte, mac string) string {
+	for _, tok := range knownTokens {
+		if pump.FrameMAC(tok, kind, num, body) == mac {
+			return tok
+		}
+	}
+	return ""
+}
 
 var allTools = []string{"read", "grep", "find", "ls", "webfetch"}
 
@@ -73,13 +90,21 @@ type stage struct {
 	rpc   string
 	token string
 	tools []string
+	// tokenFD, when set, is where the configured prelude reads its token:
+	// start hands every run a fresh socket holding it there.
+	tokenFD int
 }
 
-// newStage writes a configured prelude (per-call shape).
+// newStage writes a configured prelude (per-call shape): the token comes
+// at fd 3, or after the bells.
 func newStage(t testing.TB, tools []string, maxTextBytes int, bells *Bells) *stage {
 	t.Helper()
 	s := newBareStage(t, tools)
-	s.writeModule(t, RenderPrelude(s.rpc, s.token, tools, maxTextBytes, bells))
+	s.tokenFD = 3
+	if bells != nil {
+		s.tokenFD = max(bells.Request, bells.Response) + 1
+	}
+	s.writeModule(t, RenderPrelude(s.rpc, s.tokenFD, tools, maxTextBytes, bells))
 	return s
 }
 
@@ -138,6 +163,17 @@ func (s *stage) start(t testing.TB, script string, extra ...*os.File) *proc {
 	cmd.Env = pythonEnv()
 	cmd.WaitDelay = 5 * time.Second
 	cmd.ExtraFiles = extra
+	var tokenFile *os.File
+	if s.tokenFD > 0 {
+		var err error
+		tokenFile, err = TokenSocket(s.token)
+		require.NoError(t, err)
+		defer tokenFile.Close()
+		for len(cmd.ExtraFiles) < s.tokenFD-3 {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, nil)
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles[:s.tokenFD-3:s.tokenFD-3], tokenFile)
+	}
 	out := &bytes.Buffer{}
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -208,10 +244,10 @@ func listDir(t testing.TB, dir string) []string {
 	return names
 }
 
-var frameName = regexp.MustCompile(`^(text|notify)-(\d+)\.json$`)
+var frameName = regexp.MustCompile(`^(text|notify)-(\d+)-([0-9a-f]{32})\.json$`)
 
 // frames returns the bodies of the kind's frames ("text" or "notify"),
-// ordered by n.
+// ordered by n. Each must be authenticated with a known token.
 func frames(t testing.TB, dir, kind string) [][]byte {
 	t.Helper()
 	type numbered struct {
@@ -228,6 +264,7 @@ func frames(t testing.TB, dir, kind string) [][]byte {
 		require.NoError(t, err)
 		body, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
+		require.NotEmpty(t, tokenOf(kind, m[2], body, m[3]), "frame %s is not authenticated", name)
 		found = append(found, numbered{n, body})
 	}
 	sort.Slice(found, func(i, j int) bool { return found[i].n < found[j].n })
@@ -303,10 +340,14 @@ func (b *bellPipes) ringsAfterExit(t testing.TB) int64 {
 // request is a request file as the responder read it.
 type request struct {
 	ID     int             `json:"id"`
-	Token  string          `json:"token"`
 	Tool   string          `json:"tool"`
 	Params json.RawMessage `json:"params"`
-	file   int             // id from the file name
+	// Token is the known token the name's MAC authenticates the body
+	// under, "" for none; BodyToken a "token" member of the body, which
+	// the shim must never write.
+	Token     string `json:"-"`
+	BodyToken any    `json:"token"`
+	file      int    // id from the file name
 }
 
 // responder is a minimal host: it picks up published requests and lets
@@ -317,14 +358,18 @@ type responder struct {
 	requests chan request
 	stop     context.CancelFunc
 	done     chan struct{}
+	// keys are the tokens requests were authenticated with, by id: an
+	// answer is authenticated with its request's.
+	mu   sync.Mutex
+	keys map[int]string
 }
 
-var requestName = regexp.MustCompile(`^req-(-?\d+)\.json$`)
+var requestName = regexp.MustCompile(`^req-(-?\d+)-([0-9a-f]{32})\.json$`)
 
 func startResponder(t testing.TB, dir string, ring *os.File) *responder {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
-	r := &responder{dir: dir, ring: ring, requests: make(chan request, 256), stop: stop, done: make(chan struct{})}
+	r := &responder{dir: dir, ring: ring, requests: make(chan request, 256), stop: stop, done: make(chan struct{}), keys: map[int]string{}}
 	go r.scan(ctx)
 	t.Cleanup(func() {
 		r.stop()
@@ -362,6 +407,10 @@ func (r *responder) scan(ctx context.Context) {
 				req = request{}
 			}
 			req.file, _ = strconv.Atoi(m[1])
+			req.Token = tokenOf(pump.KindRequest, m[1], body, m[2])
+			r.mu.Lock()
+			r.keys[req.file] = req.Token
+			r.mu.Unlock()
 			// Claimed: the request leaves the directory, as the pump's
 			// marker rename does.
 			_ = os.Rename(path, filepath.Join(r.dir, fmt.Sprintf("req-%d.claim", req.file)))
@@ -386,8 +435,24 @@ func (r *responder) next(t testing.TB) request {
 	}
 }
 
-// answer publishes res-<id>.json (write a private temp, rename) and rings.
+// answer publishes res-<id>.json (write a private temp, rename) and rings,
+// authenticated as the pump authenticates it: with the token of id's
+// request (the test token when there was none), as a leading "mac"
+// member over the body without it. body is any JSON object, or raw bytes
+// starting with "{".
 func (r *responder) answer(t testing.TB, id int, body any) {
+	t.Helper()
+	r.mu.Lock()
+	key, ok := r.keys[id]
+	r.mu.Unlock()
+	if !ok || key == "" {
+		key = testToken
+	}
+	r.publish(t, id, authenticate(t, key, id, body))
+}
+
+// authenticate renders body as the pump's authenticated answer to id.
+func authenticate(t testing.TB, token string, id int, body any) []byte {
 	t.Helper()
 	raw, ok := body.([]byte)
 	if !ok {
@@ -395,6 +460,48 @@ func (r *responder) answer(t testing.TB, id int, body any) {
 		raw, err = json.Marshal(body)
 		require.NoError(t, err)
 	}
+	return authenticateBytes(token, id, raw)
+}
+
+// authenticateBytes is authenticate for a body already encoded. The shim
+// reads the body as "{" and what follows the MAC member.
+func authenticateBytes(token string, id int, raw []byte) []byte {
+	rest := raw
+	if len(raw) > 0 && raw[0] == '{' {
+		rest = raw[1:]
+	}
+	mac := pump.FrameMAC(token, pump.KindResponse, strconv.Itoa(id), append([]byte{'{'}, rest...))
+	return append([]byte(`{"mac":"`+mac+`",`), rest...)
+}
+
+var macInName = regexp.MustCompile(`-[0-9a-f]{32}\.json$`)
+
+// withoutMACs is names with each frame's MAC taken out of its name:
+// text-1-<mac>.json reads text-1.json.
+func withoutMACs(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = macInName.ReplaceAllString(n, ".json")
+	}
+	return out
+}
+
+// frameFile is the path of the one file in dir whose name without its MAC
+// is name.
+func frameFile(t testing.TB, dir, name string) string {
+	t.Helper()
+	for _, n := range listDir(t, dir) {
+		if macInName.ReplaceAllString(n, ".json") == name {
+			return filepath.Join(dir, n)
+		}
+	}
+	t.Fatalf("no %s in %s", name, dir)
+	return ""
+}
+
+// publish renames raw into place as res-<id>.json and rings.
+func (r *responder) publish(t testing.TB, id int, raw []byte) {
+	t.Helper()
 	tmp := filepath.Join(r.dir, fmt.Sprintf(".res-%d--test", id))
 	require.NoError(t, os.WriteFile(tmp, raw, 0o600))
 	require.NoError(t, os.Rename(tmp, filepath.Join(r.dir, fmt.Sprintf("res-%d.json", id))))

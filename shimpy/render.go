@@ -17,10 +17,10 @@ const ProtocolVersion = 1
 // rendered module is staged as ModuleName + ".py".
 const ModuleName = "lemon_tools"
 
-// ExceptionFile is the frame the shim publishes into the bridge directory
-// when the script dies of an uncaught exception:
-// {"type": "<class name>", "errno": <int or null>}.
-const ExceptionFile = "exception.json"
+// ExceptionPrefix starts the name of the frame the shim publishes into the
+// bridge directory when the script dies of an uncaught exception,
+// exception-<mac>.json: {"type": "<class name>", "errno": <int or null>}.
+const ExceptionPrefix = "exception-"
 
 // defaultTextBudget is the text() cap when the caller gives none
 // (bridge.md §4.1).
@@ -100,13 +100,15 @@ func RenderModule(tools []string, maxTextBytes int) string {
 }
 
 // RenderPrelude returns the module configured for one per-call run: the
-// rpc dir and token appear exactly once each, JSON-escaped (which python
-// reads as the same string literal). bells nil means the shim polls.
-// dir and token must be valid UTF-8; invalid bytes would become U+FFFD.
-func RenderPrelude(rpcDir, token string, tools []string, maxTextBytes int, bells *Bells) string {
+// rpc dir appears exactly once, JSON-escaped (which python reads as the
+// same string literal). The token is not in it: the shim reads it at
+// import from the inherited socket tokenFD, which the host wrote the token
+// into and closed its end of, and closes it. bells nil means the shim
+// polls. dir must be valid UTF-8; invalid bytes would become U+FFFD.
+func RenderPrelude(rpcDir string, tokenFD int, tools []string, maxTextBytes int, bells *Bells) string {
 	var b strings.Builder
 	b.WriteString(RenderModule(tools, maxTextBytes))
-	fmt.Fprintf(&b, "\n\n_configure(%s, %s, %d", quote(rpcDir), quote(token), textBudget(maxTextBytes))
+	fmt.Fprintf(&b, "\n\n_configure(%s, _inherited_token(%d), %d", quote(rpcDir), tokenFD, textBudget(maxTextBytes))
 	if bells != nil {
 		fmt.Fprintf(&b, ", bells=(%d, %d)", bells.Request, bells.Response)
 	}

@@ -2,6 +2,7 @@ package shimpy
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -104,18 +105,17 @@ func TestRenderModuleCarriesTheProtocolVersion(t *testing.T) {
 	assert.Contains(t, RenderModule(nil, 0), "\n_PROTOCOL_VERSION = 1\n")
 }
 
-func TestRenderPreludeConfiguresDirAndTokenExactlyOnce(t *testing.T) {
+func TestRenderPreludeConfiguresTheDirOnceAndReadsTheTokenFromItsSocket(t *testing.T) {
 	dir := "/tmp/private/lemon-exec-code-AbCdEfGhIj/rpc-KlMnOpQrSt"
-	prelude := RenderPrelude(dir, testToken, []string{"read", "ls"}, 0, nil)
+	prelude := RenderPrelude(dir, 5, []string{"read", "ls"}, 0, nil)
 	module := RenderModule([]string{"read", "ls"}, 0)
-	assert.Equal(t, module+"\n\n_configure(\""+dir+"\", \""+testToken+"\", 65536)\n", prelude)
+	assert.Equal(t, module+"\n\n_configure(\""+dir+"\", _inherited_token(5), 65536)\n", prelude)
 	assert.Equal(t, 1, strings.Count(prelude, dir))
-	assert.Equal(t, 1, strings.Count(prelude, testToken))
 }
 
 func TestRenderPreludePassesTheBudget(t *testing.T) {
-	prelude := RenderPrelude("/d", testToken, nil, 64, nil)
-	assert.True(t, strings.HasSuffix(prelude, "\n\n_configure(\"/d\", \""+testToken+"\", 64)\n"), prelude[len(prelude)-80:])
+	prelude := RenderPrelude("/d", 3, nil, 64, nil)
+	assert.True(t, strings.HasSuffix(prelude, "\n\n_configure(\"/d\", _inherited_token(3), 64)\n"), prelude[len(prelude)-80:])
 }
 
 func TestRenderPreludeRendersBells(t *testing.T) {
@@ -123,57 +123,50 @@ func TestRenderPreludeRendersBells(t *testing.T) {
 		bells *Bells
 		want  string
 	}{
-		{nil, "\n\n_configure(\"/d\", \"t\", 65536)\n"},
-		{&Bells{Request: 3, Response: 4}, "\n\n_configure(\"/d\", \"t\", 65536, bells=(3, 4))\n"},
-		{&Bells{Request: 9, Response: 12}, "\n\n_configure(\"/d\", \"t\", 65536, bells=(9, 12))\n"},
+		{nil, "\n\n_configure(\"/d\", _inherited_token(3), 65536)\n"},
+		{&Bells{Request: 3, Response: 4}, "\n\n_configure(\"/d\", _inherited_token(3), 65536, bells=(3, 4))\n"},
+		{&Bells{Request: 9, Response: 12}, "\n\n_configure(\"/d\", _inherited_token(3), 65536, bells=(9, 12))\n"},
 	}
 	for _, tc := range cases {
-		got := RenderPrelude("/d", "t", nil, 0, tc.bells)
+		got := RenderPrelude("/d", 3, nil, 0, tc.bells)
 		assert.True(t, strings.HasSuffix(got, tc.want), "got tail %q", got[len(got)-60:])
 	}
 }
 
-func TestRenderPreludeEscapesDirAndTokenAsOneLineLiterals(t *testing.T) {
+func TestRenderPreludeEscapesTheDirAsAOneLineLiteral(t *testing.T) {
 	dir := "/tmp/a \"quoted\" \\ back\nslash <&> \u2028\u2029 é\x01"
-	token := "t<>&\"\\\u2028"
-	prelude := RenderPrelude(dir, token, nil, 0, nil)
+	prelude := RenderPrelude(dir, 5, nil, 0, nil)
 	line := prelude[strings.LastIndex(strings.TrimSuffix(prelude, "\n"), "\n")+1:]
 	require.True(t, strings.HasPrefix(line, "_configure("), line)
 	assert.NotContains(t, strings.TrimSuffix(line, "\n"), "\n")
 	assert.NotContains(t, line, "\u2028")
 	assert.NotContains(t, line, "\u2029")
-	gotDir, gotToken := configureLiterals(t, prelude)
-	assert.Equal(t, dir, gotDir)
-	assert.Equal(t, token, gotToken)
+	assert.Equal(t, dir, configureDir(t, prelude, 5))
 }
 
 func TestRenderingIsDeterministic(t *testing.T) {
 	tools := []string{"webfetch", "read", "grep"}
 	bells := &Bells{Request: 3, Response: 4}
-	first := RenderPrelude("/d", testToken, tools, 100, bells)
+	first := RenderPrelude("/d", 5, tools, 100, bells)
 	for range 20 {
-		assert.Equal(t, first, RenderPrelude("/d", testToken, tools, 100, bells))
+		assert.Equal(t, first, RenderPrelude("/d", 5, tools, 100, bells))
 	}
 	assert.Equal(t, RenderModule(tools, 100), RenderModule(tools, 100))
 	assert.Equal(t, RenderScript("x", tools), RenderScript("x", tools))
 }
 
-// configureLiterals decodes the dir and token string literals of the
-// prelude's final _configure line.
-func configureLiterals(t *testing.T, prelude string) (string, string) {
+// configureDir decodes the dir string literal of the prelude's final
+// _configure line, which must go on to read the token from tokenFD.
+func configureDir(t *testing.T, prelude string, tokenFD int) string {
 	t.Helper()
 	const marker = "\n\n_configure("
 	i := strings.LastIndex(prelude, marker)
 	require.GreaterOrEqual(t, i, 0)
 	rest := prelude[i+len(marker):]
 	dec := json.NewDecoder(strings.NewReader(rest))
-	var dir, token string
+	var dir string
 	require.NoError(t, dec.Decode(&dir))
-	off := int(dec.InputOffset())
-	require.True(t, strings.HasPrefix(rest[off:], ", "), rest[off:])
-	rest = rest[off+2:]
-	dec = json.NewDecoder(strings.NewReader(rest))
-	require.NoError(t, dec.Decode(&token))
-	require.True(t, strings.HasPrefix(rest[dec.InputOffset():], ", "))
-	return dir, token
+	want := fmt.Sprintf(", _inherited_token(%d), ", tokenFD)
+	require.True(t, strings.HasPrefix(rest[dec.InputOffset():], want), rest[dec.InputOffset():])
+	return dir
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/pump"
 )
 
 // BenchmarkHelperRoundTrip measures read() through the doorbells against
@@ -59,7 +61,8 @@ print(samples[len(samples) // 2])
 // serveOnRing answers requests in id order with "ok" each time the
 // request bell rings, until the shim's end of the bell closes. It opens
 // names directly rather than listing a directory that grows by one
-// response per call, so the metric is the bridge, not the scan.
+// response per call, so the metric is the bridge, not the scan: it knows
+// the body read("x") publishes, hence the request's authenticated name.
 func serveOnRing(rpc string, requestBell, responseBell *os.File) {
 	buf := make([]byte, 512)
 	next := 1
@@ -70,11 +73,12 @@ func serveOnRing(rpc string, requestBell, responseBell *os.File) {
 		for {
 			id := strconv.Itoa(next)
 			claim := filepath.Join(rpc, "req-"+id+".claim")
-			if os.Rename(filepath.Join(rpc, "req-"+id+".json"), claim) != nil {
+			body := []byte(`{"id": ` + id + `, "tool": "read", "params": {"path": "x"}}`)
+			if os.Rename(filepath.Join(rpc, pump.RequestName(testToken, int64(next), body)), claim) != nil {
 				break
 			}
 			tmp := filepath.Join(rpc, ".res-"+id+"--bench")
-			_ = os.WriteFile(tmp, []byte(`{"id": `+id+`, "ok": true, "content": "ok"}`), 0o600)
+			_ = os.WriteFile(tmp, authenticateBytes(testToken, next, []byte(`{"id": `+id+`, "ok": true, "content": "ok"}`)), 0o600)
 			_ = os.Rename(tmp, filepath.Join(rpc, "res-"+id+".json"))
 			_ = os.Remove(claim)
 			_, _ = responseBell.Write([]byte{1})
