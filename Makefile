@@ -49,7 +49,8 @@ FUZZTIME ?= 60s
 FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest kernelworker:FuzzSanitize \
 	kernelworker:FuzzCapture kernelworker:FuzzScrubStream tools:FuzzReadLines tools:FuzzExtractHTML \
 	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker \
-	kernelworker:FuzzParser kernelworker:FuzzStreamFastPath approval:FuzzParseDecision cmd/execute-code:FuzzServeLine
+	kernelworker:FuzzParser kernelworker:FuzzStreamFastPath approval:FuzzParseDecision cmd/execute-code:FuzzServeLine \
+	tools:FuzzIgnoreFile pump:FuzzParseFrameName
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

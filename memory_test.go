@@ -39,6 +39,9 @@ func TestSessionCallsLeaveNoProcessRegistered(t *testing.T) {
 	}
 	res := r.run(o, "import time\ntime.sleep(30)", 1000)
 	assert.Equal(t, "timeout", res.Details.KilledBy, res.Text())
+	// The timed-out cell's kernel is gone with its result: a new one is
+	// there to be reset.
+	r.run(o, "x = 4")
 	res, err := r.rt.Execute(context.Background(), executecode.Call{Script: "x = 3", Owner: o, Reset: true})
 	require.NoError(t, err)
 	assert.True(t, res.Details.ResetPerformed, res.Text())

@@ -27,8 +27,10 @@ const (
 	// kernels.
 	defaultReapInterval = time.Minute
 	// replyGrace is how long past its deadline a call waits for the
-	// kernel's own timeout reply, which carries the partial output.
-	replyGrace = 500 * time.Millisecond
+	// worker's own timeout answer, which carries the partial output and
+	// comes once the kernel and every process of its session are gone;
+	// it is also how long a cancelled call waits for that end.
+	replyGrace = kernelworker.EndingBound + time.Second
 	// serverTimeout bounds the per-cell RPC server's abort, drain and stop.
 	serverTimeout = 5 * time.Second
 )
@@ -202,9 +204,10 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	}
 	defer privatetmp.Teardown(ws.base, privatetmp.LabelCellBridge, &r.log)
 
-	// The cell's caller context: queued wait and execution end with it. A
-	// little grace past the deadline lets the kernel's own timer answer
-	// first, with the partial output.
+	// The cell's caller context: queued wait and execution end with it.
+	// The worker times the cell out at the deadline itself, queued or
+	// running; the grace past it covers the kernel's end, which the
+	// worker's answer waits for, and only a wedged worker meets it.
 	cellCtx, cancelCell := context.WithDeadline(ctx, deadline.Add(replyGrace))
 	defer cancelCell()
 	defer context.AfterFunc(r.base, cancelCell)()
@@ -278,6 +281,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		Bridge:    &kernelworker.Bridge{Dir: ws.rpc, Token: ws.token, MaxTextBytes: r.cfg.MaxTextBytes},
 		Scrub:     sc,
 		Timeout:   max(time.Until(deadline), time.Millisecond),
+		Deadline:  deadline,
 		CPUBudget: time.Duration(r.cfg.CPULimitSeconds) * time.Second,
 		Reply:     reply,
 	})
@@ -294,6 +298,17 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 			out.timedOut = true
 		default:
 			out.ownerGone = true
+		}
+		if !out.timedOut {
+			// The worker answers once the kernel it discards is gone: no
+			// process of the cell outlives the call. (A timed-out wait
+			// already gave a wedged worker its grace.)
+			t := time.NewTimer(replyGrace)
+			select {
+			case <-reply:
+			case <-t.C:
+			}
+			t.Stop()
 		}
 	}
 	// No helper call outlives its cell.

@@ -79,9 +79,9 @@ func TestPerCallHopperIsDeadWhenTheResultReturns(t *testing.T) {
 	}
 }
 
-// A kernel's session is killed as the kernel ends: once a timed-out
-// cell's kernel is gone, or a detached owner's, no generation of a
-// hopper it started is left. While the kernel lives, the hopper is part
+// A kernel's session is killed as the kernel ends: when a timed-out
+// cell's result returns, or once a detached owner's kernel is gone, no
+// generation of a hopper it started is left. While the kernel lives, the hopper is part
 // of its state.
 func TestSessionHopperIsDeadWhenTheKernelEnds(t *testing.T) {
 	for _, tc := range []struct {
@@ -99,7 +99,11 @@ func TestSessionHopperIsDeadWhenTheKernelEnds(t *testing.T) {
 			res := e.cell(o, script, timeoutMS)
 			require.Equal(t, []string{"hopping"}, res.Blocks, res.Text())
 			if tc.timeout {
+				// The timed-out cell's result comes once its kernel is
+				// gone, and with it every generation.
+				free := lockFree(t, lock)
 				assert.Equal(t, "timeout", res.Details.KilledBy)
+				assert.True(t, free, "a generation of the hopper outlived the timed-out cell's result")
 			} else {
 				assert.True(t, boolp(res.Details.StateRetained))
 				assert.False(t, lockFree(t, lock), "the hopper lives with its kernel")

@@ -10,6 +10,12 @@ type cell struct {
 	ticket uint64 // identifies the cell to its caller-gone watch
 	// unwatch ends the caller-gone watch (context.AfterFunc's stop).
 	unwatch func() bool
+	// expiry fires queueExpired at the request's Deadline while the cell
+	// waits in the queue.
+	expiry *time.Timer
+	// held is the result of a timed-out cell, sent once its kernel (and
+	// every process of its session) is gone.
+	held *CellResult
 
 	// Set at dispatch.
 	id         string

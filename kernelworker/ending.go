@@ -170,6 +170,7 @@ func (w *worker) finish(ctx actor.Context) {
 	w.failQueued(ReasonShuttingDown)
 	lifetime := time.Since(w.k.booted)
 	w.k.release(&w.log)
+	w.sendHeld(w.active)
 	w.k = nil
 	w.active = nil
 	w.enter(phaseGone)
@@ -217,6 +218,7 @@ func (w *worker) abandon(ctx actor.Context, crash telemetry.SessionCrashReason) 
 	w.finished = true
 	lifetime := time.Since(k.booted)
 	k.release(&w.log)
+	w.sendHeld(w.active)
 	w.k = nil
 	w.active = nil
 	w.enter(phaseGone)

@@ -157,6 +157,7 @@ type cellOpt func(*Execute)
 func withCtx(ctx context.Context) cellOpt   { return func(e *Execute) { e.Ctx = ctx } }
 func withTimeout(d time.Duration) cellOpt   { return func(e *Execute) { e.Timeout = d } }
 func withCPUBudget(d time.Duration) cellOpt { return func(e *Execute) { e.CPUBudget = d } }
+func withDeadline(t time.Time) cellOpt      { return func(e *Execute) { e.Deadline = t } }
 
 // submit sends one cell and returns where its result will arrive.
 func (h *kernelHarness) submit(pid *actor.PID, code string, opts ...cellOpt) <-chan CellResult {

@@ -26,6 +26,12 @@ type Execute struct {
 	// Timeout is the cell timer, armed when the cell is dispatched (queue
 	// wait does not count). It must be positive.
 	Timeout time.Duration
+	// Deadline, when set, is when the cell ends whatever its Timeout: a
+	// cell still queued then is answered timeout (nothing of it ran, the
+	// kernel keeps its state), and a dispatched one's timer fires then at
+	// the latest. It lets a caller whose clock started before the queue
+	// leave the timing to the worker instead of racing its timer.
+	Deadline time.Time
 	// CPUBudget is the CPU time this cell may use, enforced through the
 	// kernel's soft RLIMIT_CPU; 0 means Options.Limits.CPUSeconds, and no
 	// budget when that is 0 too.
@@ -145,6 +151,9 @@ type (
 	processExited struct{ status ExitStatus }
 	// callerGone: the Ctx of the Execute with this ticket is done.
 	callerGone struct{ ticket uint64 }
+	// queueExpired: the Deadline of the queued Execute with this ticket
+	// passed.
+	queueExpired struct{ ticket uint64 }
 	// timerFired: the timer of kind armed with token expired. A token
 	// that is no longer current is a stale timer and ignored.
 	timerFired struct {

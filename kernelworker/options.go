@@ -26,6 +26,11 @@ const (
 	DefaultTermGrace      = time.Second
 	DefaultKillGrace      = time.Second
 	DefaultByeTimeout     = time.Second
+	// EndingBound is the longest a worker with the default graces takes
+	// from discarding its kernel (a timeout, a cancel) to the kernel's
+	// end, when the held answer goes: the interrupt grace, the bye wait,
+	// SIGTERM's and SIGKILL's graces and the session sweep.
+	EndingBound = DefaultInterruptGrace + DefaultByeTimeout + DefaultTermGrace + DefaultKillGrace + sessionSweepBound
 )
 
 // Options configure one worker and its kernel.

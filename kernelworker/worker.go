@@ -100,6 +100,8 @@ func (w *worker) common(ctx actor.Context) {
 		w.onStop(ctx, m.Reason)
 	case *callerGone:
 		w.onCallerGone(ctx, m.ticket)
+	case *queueExpired:
+		w.onQueueExpired(m.ticket)
 	case *frameChunk:
 		w.onChunk(ctx, m)
 	case *processExited:
@@ -168,7 +170,23 @@ func (w *worker) onExecute(ctx actor.Context, e *Execute) {
 		w.dispatch(c)
 		return
 	}
+	if !e.Deadline.IsZero() {
+		system, self, msg := w.system, w.self, &queueExpired{ticket: c.ticket}
+		c.expiry = time.AfterFunc(time.Until(e.Deadline), func() { system.Root.Send(self, msg) })
+	}
 	w.queue = append(w.queue, c)
+}
+
+// onQueueExpired answers a cell whose deadline passed before it left the
+// queue: it timed out without running, and the kernel is untouched.
+func (w *worker) onQueueExpired(ticket uint64) {
+	for i, c := range w.queue {
+		if c.ticket == ticket {
+			w.queue = append(w.queue[:i], w.queue[i+1:]...)
+			w.reply(c, CellResult{Reason: ReasonTimeout, StateRetained: true, KilledBy: KilledByTimeout})
+			return
+		}
+	}
 }
 
 func validRequest(e *Execute) bool {
@@ -188,8 +206,15 @@ func (w *worker) dispatch(c *cell) {
 	c.id = "cell-" + strconv.Itoa(w.cellSeq)
 	c.capture = NewCapture(w.opts.MaxOutputBytes, w.opts.Spill, ScrubWith(c.req.Scrub), SpillLimit(w.opts.MaxSpillBytes))
 	c.dispatched = time.Now()
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
 	w.active = c
-	w.arm(timerCell, c.req.Timeout)
+	timeout := c.req.Timeout
+	if d := c.req.Deadline; !d.IsZero() {
+		timeout = max(min(timeout, time.Until(d)), time.Millisecond)
+	}
+	w.arm(timerCell, timeout)
 	w.applyCPUBudget(c)
 
 	cwd := c.req.Cwd
@@ -273,15 +298,37 @@ func (w *worker) onCallerGone(ctx actor.Context, ticket uint64) {
 	if c == nil || c.ticket != ticket || c.replied || w.phase != phaseRunning {
 		return // e.g. a timed-out caller leaving after its reply: no second interrupt
 	}
-	w.replyActive(CellResult{Reason: ReasonInterrupted, KilledBy: KilledByCancelled}, telemetry.OutcomeInterrupted)
+	w.holdActive(CellResult{Reason: ReasonInterrupted, KilledBy: KilledByCancelled}, telemetry.OutcomeInterrupted)
 	w.beginCancel(ctx, telemetry.CauseCallerExit)
 }
 
-// onCellTimeout is kernel.md §4.8's timer: reply with the partial output,
-// then discard the kernel.
+// onCellTimeout is kernel.md §4.8's timer: the partial output is taken
+// and the kernel discarded. Its duration counts from the dispatch, where
+// the timer started, so a timed-out cell never reports less than its
+// timeout.
 func (w *worker) onCellTimeout(ctx actor.Context) {
-	w.replyActive(CellResult{Reason: ReasonTimeout, KilledBy: KilledByTimeout}, telemetry.OutcomeTimeout)
+	w.holdActive(CellResult{Reason: ReasonTimeout, KilledBy: KilledByTimeout, Duration: time.Since(w.active.dispatched)},
+		telemetry.OutcomeTimeout)
 	w.beginCancel(ctx, telemetry.CauseTimeout)
+}
+
+// holdActive ends the active cell with a result that loses the kernel:
+// its partial output is taken and its cell.stop emitted now, but, unlike
+// the reference, the answer waits for sendHeld, once the kernel is gone,
+// so that no process of its session outlives the result. A zero Duration
+// is the cell's elapsed time.
+func (w *worker) holdActive(res CellResult, outcome telemetry.CellOutcome) {
+	c := w.active
+	if c == nil || c.replied || c.held != nil {
+		return
+	}
+	res.StateRetained = false
+	if res.Duration == 0 {
+		res.Duration = c.elapsed(time.Now())
+	}
+	res.Output = c.finishOutput(w.opts.ReleaseSpill)
+	w.emit(telemetry.CellStop{Duration: res.Duration, Outcome: outcome})
+	c.held = &res
 }
 
 // replyActive answers the active cell with a result that loses the
@@ -291,11 +338,22 @@ func (w *worker) replyActive(res CellResult, outcome telemetry.CellOutcome) {
 	if c == nil || c.replied {
 		return
 	}
+	if c.held != nil {
+		return // answered by sendHeld once the kernel is gone
+	}
 	res.StateRetained = false
 	res.Duration = c.elapsed(time.Now())
 	res.Output = c.finishOutput(w.opts.ReleaseSpill)
 	w.emit(telemetry.CellStop{Duration: res.Duration, Outcome: outcome})
 	w.reply(c, res)
+}
+
+// sendHeld answers a timed-out cell whose kernel, whatever ended it, is
+// gone.
+func (w *worker) sendHeld(c *cell) {
+	if c != nil && c.held != nil {
+		w.reply(c, *c.held)
+	}
 }
 
 // failQueued answers every waiting cell with reason; none of them ran.
@@ -314,6 +372,9 @@ func (w *worker) reply(c *cell, res CellResult) {
 	c.replied = true
 	if c.unwatch != nil {
 		c.unwatch()
+	}
+	if c.expiry != nil {
+		c.expiry.Stop()
 	}
 	c.finishOutput(w.opts.ReleaseSpill) // ends the spill registration of an unread capture
 	res.RequestID = c.id

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/executecode/executecode/internal/proctest"
 	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"
 )
@@ -283,6 +284,42 @@ func TestQueuedCellGetsItsWholeTimeoutAfterWaiting(t *testing.T) {
 	assert.Equal(t, "ran\n", res.Output.Text)
 }
 
+// A caller's deadline binds the cell wherever it is: queued past it, the
+// cell is answered timeout without running and the kernel keeps its
+// state; dispatched, its timer fires at the deadline however long its
+// Timeout.
+func TestADeadlineTimesOutAQueuedCellWithoutRunningIt(t *testing.T) {
+	h := newKernelHarness(t)
+	pid := h.start()
+	first := h.submit(pid, "import time\ntime.sleep(1)\nx = 1")
+	queued := h.submit(pid, "open('ran', 'w').close()", withDeadline(time.Now().Add(200*time.Millisecond)))
+
+	res := h.result(queued)
+	assert.Equal(t, ReasonTimeout, res.Reason)
+	assert.Equal(t, KilledByTimeout, res.KilledBy)
+	assert.True(t, res.StateRetained, "nothing of it ran")
+	require.Equal(t, "", h.result(first).Reason)
+	assert.NoFileExists(t, filepath.Join(h.opts.Cwd, "ran"))
+	assert.Equal(t, "1\n", h.run(pid, "print(x)").Output.Text)
+
+	started := time.Now()
+	res = h.run(pid, "import time\ntime.sleep(600)", withDeadline(time.Now().Add(300*time.Millisecond)))
+	assert.Equal(t, ReasonTimeout, res.Reason)
+	assert.Less(t, time.Since(started), hangGuard/2, "the deadline, not the Timeout, ended the cell")
+}
+
+// A timed-out cell is answered once its kernel is gone: the process is
+// dead when the result arrives.
+func TestATimedOutCellIsAnsweredOnceItsKernelIsGone(t *testing.T) {
+	h := newKernelHarness(t)
+	pid := h.start()
+	kernel := pidLine(t, h.run(pid, "import os\nprint('leader', os.getpid())").Output.Text, "leader")
+	res := h.run(pid, "import time\ntime.sleep(600)", withTimeout(300*time.Millisecond))
+	assert.Equal(t, ReasonTimeout, res.Reason)
+	assert.GreaterOrEqual(t, res.Duration, 300*time.Millisecond, "counted from the dispatch, where the timer started")
+	assert.False(t, proctest.Alive(kernel), "the kernel outlived its timed-out cell's result")
+}
+
 func TestTimeoutRepliesPartialOutputAndDiscardsTheKernel(t *testing.T) {
 	h := newKernelHarness(t)
 	pid := h.start()
@@ -364,9 +401,9 @@ while True:
 	assert.True(t, res.Output.Truncated)
 	require.NotEmpty(t, res.Output.SpillPath)
 	assert.Equal(t, h.root, filepath.Dir(res.Output.SpillPath), "spills live directly in the staging root")
-	// Late stream frames keep arriving while the worker waits out the
-	// interrupt grace; they are dropped without harm.
-	assert.Equal(t, PhaseCancelling, h.status(pid).Phase)
+	// Late stream frames kept arriving while the worker waited out the
+	// interrupt grace, before the kernel's end let it answer; they were
+	// dropped without harm.
 	h.waitGone(pid)
 
 	spill, err := os.ReadFile(res.Output.SpillPath)
