@@ -22,12 +22,17 @@ run: build
 
 test: unit acceptance
 
-# The tests run with a TMPDIR of their own that must be empty afterwards:
-# nothing a test starts, files included, may outlive it.
+# The tests run with a TMPDIR of their own that must be empty afterwards,
+# and no process that inherited it may still run: nothing a test starts,
+# files included, may outlive it. Survivors are listed, then killed.
 unit:
 	$(GO) vet ./...
 	@tmp=$$(mktemp -d) && rc=0; \
 	TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m ./... || rc=1; \
+	procs=$$(grep -lsa "TMPDIR=$$tmp" /proc/[0-9]*/environ | cut -d/ -f3); \
+	if [ -n "$$procs" ]; then echo "tests left processes running:"; \
+	  for p in $$procs; do echo "$$p $$(tr '\0' ' ' < /proc/$$p/cmdline 2>/dev/null | cut -c1-200)"; done; \
+	  kill -9 $$procs 2>/dev/null; rc=1; fi; \
 	left=$$(find $$tmp -mindepth 1 -maxdepth 1 | head -20); \
 	if [ -n "$$left" ]; then echo "tests left files in their TMPDIR:"; echo "$$left"; rc=1; fi; \
 	rm -rf $$tmp; exit $$rc

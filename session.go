@@ -365,8 +365,9 @@ func (r *Runtime) sessionFailure(reason string, started time.Time, resetPerforme
 	return textResult("execute_code session failed: "+reason, d, Trusted, nil)
 }
 
-// formatSession builds the model-visible result of a cell (bridge.md
-// §1.8–1.9, kernel.md §1.5 with rulings 5, 7 and 11). The worker scrubbed
+// formatSession builds the model-visible result of a cell, laid out as a
+// per-call run's: headline, text() blocks, then the labelled diagnostics
+// tail; state_retained only when the worker said so. The worker scrubbed
 // and sanitized the output and the exception with sc; the blocks are
 // scrubbed here.
 func (r *Runtime) formatSession(o cellOutcome, sc *kernelworker.Scrubber) Result {

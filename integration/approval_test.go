@@ -48,15 +48,25 @@ func gated(c *config.Config) { c.RequireApproval = []string{"read"} }
 func TestScriptTimeoutCancelsItsPendingPrompt(t *testing.T) {
 	w := &waitingApprover{}
 	e := newEnv(t, map[string]string{"a.txt": "a"}, withConfig(gated), withRuntimeOption(executecode.WithApprover(w)))
-	res := e.run("read('a.txt')\n", 1500)
+	// The timeout leaves python time to reach its call on a slow machine.
+	res := e.run("read('a.txt')\n", 5000)
 	assert.Equal(t, "timeout", res.Details.KilledBy)
 	id := w.lastID()
 	require.NotEmpty(t, id)
 	assert.ErrorIs(t, e.rt.ResolveApproval(id, approval.ApproveGlobal), approval.ErrNotPending)
 
-	// Nothing was installed: the next call prompts again.
+	// Nothing was installed: the next call prompts again (and is denied,
+	// so the run ends without waiting out a timeout).
 	before := w.asked.Load()
-	e.run("read('a.txt')\n", 1000)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.exec(context.Background(), "read('a.txt')\n", 60000)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return w.asked.Load() == before+1 }, 30*time.Second, 10*time.Millisecond,
+		"the next call prompts again")
+	require.NoError(t, e.rt.ResolveApproval(w.lastID(), approval.Deny))
+	require.NoError(t, <-done)
 	assert.Equal(t, before+1, w.asked.Load())
 }
 

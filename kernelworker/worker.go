@@ -302,7 +302,7 @@ func (w *worker) onCallerGone(ctx actor.Context, ticket uint64) {
 	w.beginCancel(ctx, telemetry.CauseCallerExit)
 }
 
-// onCellTimeout is kernel.md §4.8's timer: the partial output is taken
+// onCellTimeout is the cell timer: the partial output is taken
 // and the kernel discarded. Its duration counts from the dispatch, where
 // the timer started, so a timed-out cell never reports less than its
 // timeout.

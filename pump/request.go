@@ -31,8 +31,7 @@ func NewToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// ParseRequest authenticates and validates a request file (bridge.md §5.5
-// steps 2–4d): num and mac are the number and MAC of its name, body its
+// ParseRequest authenticates and validates a request file: num and mac are the number and MAC of its name, body its
 // bytes. Authentication comes first: a MAC that does not match (in
 // constant time) the body under a non-empty token is ErrAuth, whatever the
 // body holds. An authenticated body that is not a JSON object of valid

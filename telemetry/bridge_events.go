@@ -3,7 +3,7 @@ package telemetry
 import "github.com/rs/zerolog"
 
 // BridgeDeny: a session cell's bridge refused a request that failed
-// authentication (bridge.md §8), or a bridge of either mode refused a
+// authentication, or a bridge of either mode refused a
 // text(), notify() or exception frame whose MAC failed: one event per
 // refused request or frame. Per-call runs count refused requests in
 // rpc_denied only.
