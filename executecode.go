@@ -42,6 +42,13 @@ type Call struct {
 	// ApprovalTag is handed to the Approver with every approval request of
 	// this call (approval.Request.Caller), so a host can route the prompt.
 	ApprovalTag any
+	// Queued, when set, is called once, before Execute returns, as soon as
+	// the call has its place: in session mode when its cell is in its
+	// kernel's FIFO (or was answered without one), per call when its run
+	// begins. A host sending one session's calls from several goroutines
+	// waits for it before sending the next, and the kernel runs them in
+	// that order.
+	Queued func()
 }
 
 // Option configures a Runtime.
@@ -197,9 +204,23 @@ func (r *Runtime) ExecuteParamsTagged(ctx context.Context, params map[string]any
 	if !r.cfg.Enabled {
 		return Result{}, ErrDisabled
 	}
+	call, err := CallFromParams(params)
+	if err != nil {
+		return Result{}, err
+	}
+	call.Notify, call.Owner, call.ApprovalTag = notify, owner, tag
+	return r.Execute(ctx, call)
+}
+
+// CallFromParams reads the tool's parameters (script, timeout_ms, reset)
+// into a Call, for a host that sets the rest of it itself. A missing
+// script is ErrMissingScript and a reset that is not a boolean
+// ErrBadReset; a timeout_ms that is not an integer is ignored, as the
+// reference does.
+func CallFromParams(params map[string]any) (Call, error) {
 	script, _ := params["script"].(string)
 	if script == "" {
-		return Result{}, ErrMissingScript
+		return Call{}, ErrMissingScript
 	}
 	reset := false
 	switch v := params["reset"].(type) {
@@ -207,9 +228,9 @@ func (r *Runtime) ExecuteParamsTagged(ctx context.Context, params map[string]any
 	case bool:
 		reset = v
 	default:
-		return Result{}, ErrBadReset
+		return Call{}, ErrBadReset
 	}
-	return r.Execute(ctx, Call{Script: script, TimeoutMS: timeoutParam(params["timeout_ms"]), Reset: reset, Notify: notify, Owner: owner, ApprovalTag: tag})
+	return Call{Script: script, TimeoutMS: timeoutParam(params["timeout_ms"]), Reset: reset}, nil
 }
 
 // timeoutParam keeps an integer timeout_ms and ignores anything else, as
@@ -248,9 +269,17 @@ func (r *Runtime) Execute(ctx context.Context, call Call) (Result, error) {
 		return Result{}, ErrClosed
 	}
 	defer r.runs.Done()
+	if call.Queued != nil {
+		queued := sync.OnceFunc(call.Queued)
+		call.Queued = queued
+		defer queued()
+	} else {
+		call.Queued = func() {}
+	}
 	if r.cfg.KernelMode == config.Session {
 		return r.runSession(ctx, call, python)
 	}
+	call.Queued()
 	return r.runPerCall(ctx, call, python)
 }
 

@@ -24,6 +24,7 @@ func (r *Runtime) runFallback(ctx context.Context, call Call, python, reason str
 	r.bus.Emit(telemetry.Fallback{Reason: telemetry.FallbackReason(reason)})
 	left := r.effectiveTimeout(call.TimeoutMS) - time.Since(started)
 	call.TimeoutMS = int(max(left, minTimeout).Milliseconds())
+	call.Queued() // an isolated run takes no place in a kernel's FIFO
 	res, err := r.runPerCall(ctx, call, python)
 	if err != nil || res.Details == nil {
 		return res, err

@@ -285,6 +285,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		CPUBudget: time.Duration(r.cfg.CPULimitSeconds) * time.Second,
 		Reply:     reply,
 	})
+	call.Queued()
 
 	out := cellOutcome{reused: alloc.Reused, resetPerformed: resetPerformed, timeout: timeout, started: started}
 	select {

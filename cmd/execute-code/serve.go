@@ -34,8 +34,11 @@ type server struct {
 	inflight sync.WaitGroup
 }
 
-// servedSession is an attached session: its owner, and the FIFO its cells
-// run in, one at a time, in the order they arrived.
+// servedSession is an attached session: its owner, and the order its
+// requests arrived in. Each execute is handed to the kernel's FIFO as
+// soon as the one before it has its place there, so the kernel's queue
+// (its depth limit, its deadlines) is what a client meets; a detach
+// waits for every execute sent before it to answer.
 type servedSession struct {
 	agent string
 	owner *executecode.Owner
@@ -43,8 +46,16 @@ type servedSession struct {
 
 	mu     sync.Mutex
 	cond   *sync.Cond
-	queue  []func()
+	queue  []servedItem
 	closed bool
+}
+
+// servedItem is one request of the session: a cell, which calls queued
+// once it has its place in the kernel's FIFO, or a barrier (a detach),
+// which runs once every earlier cell has answered.
+type servedItem struct {
+	cell    func(queued func())
+	barrier func()
 }
 
 func newServedSession(agent string, owner *executecode.Owner) *servedSession {
@@ -54,19 +65,19 @@ func newServedSession(agent string, owner *executecode.Owner) *servedSession {
 	return ss
 }
 
-// submit queues a cell; false once the session is closed.
-func (ss *servedSession) submit(cell func()) bool {
+// submit queues a request; false once the session is closed.
+func (ss *servedSession) submit(it servedItem) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.closed {
 		return false
 	}
-	ss.queue = append(ss.queue, cell)
+	ss.queue = append(ss.queue, it)
 	ss.cond.Signal()
 	return true
 }
 
-// close lets the queued cells run out and ends the loop.
+// close lets the queued requests run out and ends the loop.
 func (ss *servedSession) close() {
 	ss.mu.Lock()
 	ss.closed = true
@@ -76,6 +87,8 @@ func (ss *servedSession) close() {
 
 func (ss *servedSession) loop() {
 	defer close(ss.done)
+	var cells sync.WaitGroup
+	defer cells.Wait()
 	for {
 		ss.mu.Lock()
 		for len(ss.queue) == 0 && !ss.closed {
@@ -85,13 +98,24 @@ func (ss *servedSession) loop() {
 			ss.mu.Unlock()
 			return
 		}
-		cell := ss.queue[0]
+		it := ss.queue[0]
 		// The slot goes on backing the queue; cleared, it no longer keeps
 		// a finished cell (its script) alive.
-		ss.queue[0] = nil
+		ss.queue[0] = servedItem{}
 		ss.queue = ss.queue[1:]
 		ss.mu.Unlock()
-		cell()
+		if it.barrier != nil {
+			cells.Wait()
+			it.barrier()
+			continue
+		}
+		placed := make(chan struct{})
+		cells.Add(1)
+		go func() {
+			defer cells.Done()
+			it.cell(sync.OnceFunc(func() { close(placed) }))
+		}()
+		<-placed
 	}
 }
 
@@ -222,11 +246,11 @@ func (s *server) detach(id json.RawMessage, a detachArgs) {
 		return
 	}
 	s.inflight.Add(1)
-	if !ss.submit(func() {
+	if !ss.submit(servedItem{barrier: func() {
 		defer s.inflight.Done()
 		_ = ss.owner.Detach(context.Background())
 		answer()
-	}) {
+	}}) {
 		s.inflight.Done()
 		answer()
 	}
@@ -243,10 +267,11 @@ func (s *server) execute(ctx context.Context, id json.RawMessage, a executeArgs)
 	s.mu.Lock()
 	ss := s.sessions[a.Session]
 	s.mu.Unlock()
-	run := func(owner *executecode.Owner) {
+	run := func(owner *executecode.Owner, queued func()) {
 		defer s.inflight.Done()
+		defer queued() // placed or not, the next request may go
 		notify := func(msg string) { s.out.send(map[string]any{"id": idValue(id), "notify": msg}) }
-		res, err := s.rt.ExecuteParamsTagged(ctx, params, notify, owner, id)
+		res, err := s.executeCall(ctx, params, executecode.Call{Notify: notify, Owner: owner, ApprovalTag: id, Queued: queued})
 		if err != nil {
 			s.out.send(errorAnswer(id, err.Error()))
 			return
@@ -254,10 +279,21 @@ func (s *server) execute(ctx context.Context, id json.RawMessage, a executeArgs)
 		s.out.send(map[string]any{"id": idValue(id), "result": res})
 	}
 	s.inflight.Add(1)
-	if ss == nil || !ss.submit(func() { run(ss.owner) }) {
+	if ss == nil || !ss.submit(servedItem{cell: func(queued func()) { run(ss.owner, queued) }}) {
 		// No session scope: the call runs isolated (missing_session_scope).
-		go run(nil)
+		go run(nil, func() {})
 	}
+}
+
+// executeCall runs the tool's parameters as base, which brings the rest
+// of the call (notify, owner, approval tag, queued).
+func (s *server) executeCall(ctx context.Context, params map[string]any, base executecode.Call) (executecode.Result, error) {
+	call, err := executecode.CallFromParams(params)
+	if err != nil {
+		return executecode.Result{}, err
+	}
+	call.Notify, call.Owner, call.ApprovalTag, call.Queued = base.Notify, base.Owner, base.ApprovalTag, base.Queued
+	return s.rt.Execute(ctx, call)
 }
 
 func (s *server) snapshot(id json.RawMessage) {

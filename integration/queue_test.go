@@ -1,0 +1,39 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/config"
+)
+
+// The kernel's queue, reached through the Go API: with one cell running
+// and one queued, a third is refused at once as queue_full; the queued
+// one runs after the first.
+func TestAFullKernelQueueRefusesAtOnce(t *testing.T) {
+	e := sessionEnv(t, nil, withConfig(func(c *config.Config) { c.MaxQueuedCellsPerKernel = 1 }))
+	o := e.attach("s1")
+	e.cell(o, "x = 1")
+	first := make(chan executecode.Result, 1)
+	go func() { first <- e.cell(o, "import time\ntime.sleep(3)\ntext('first')") }()
+	waitSnapshot(t, e, func(s executecode.Snapshot) bool { return s.InflightCells == 1 })
+	second := make(chan executecode.Result, 1)
+	go func() { second <- e.cell(o, "text('second')") }()
+	waitSnapshot(t, e, func(s executecode.Snapshot) bool { return s.InflightCells == 2 })
+
+	started := time.Now()
+	res := e.cell(o, "open('third', 'w').close()")
+	took := time.Since(started)
+	assert.Equal(t, "queue_full", res.Details.Reason, res.Text())
+	assert.Less(t, took, 3*time.Second, "refused while the first cell still runs")
+	t.Logf("queue_full answered in %s", took)
+	assert.Equal(t, []string{"first"}, (<-first).Blocks)
+	assert.Equal(t, []string{"second"}, (<-second).Blocks)
+	_, err := os.Stat(filepath.Join(e.root, "third"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "the refused cell never ran")
+}
