@@ -99,3 +99,48 @@ func TestACoOwnersDetachTakesItsQueuedCellOutAndKeepsTheState(t *testing.T) {
 	_, err := os.Stat(filepath.Join(r.root, "queued-ran"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "the queued cell never ran")
 }
+
+// A caller that cancels its running cell loses the state and is told so;
+// one that cancels a queued cell loses nothing, and is told that too.
+func TestCancelledCellsSayWhatHappenedToTheState(t *testing.T) {
+	r := newRig(t)
+	o := r.attach("s")
+	r.run(o, "x = 1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	running := make(chan executecode.Result, 1)
+	go func() {
+		res, err := r.rt.Execute(ctx, executecode.Call{Script: "import time\nopen('started', 'w').close()\ntime.sleep(30)", Owner: o})
+		assert.NoError(t, err)
+		running <- res
+	}()
+	waitFile(t, filepath.Join(r.root, "started"))
+	cancel()
+	res := waitResult(t, running)
+	assert.Equal(t, "Script cancelled. "+executecode.StateDiscardedLine, res.Text())
+	assert.Equal(t, executecode.ReasonCancelled, res.Details.Reason)
+	assert.Equal(t, executecode.KilledByCancelled, res.Details.KilledBy)
+	assert.Nil(t, res.Details.ExitCode)
+	assert.False(t, *res.Details.StateRetained)
+
+	r.run(o, "y = 1")
+	blocker, q1 := r.goCell(o, "import time\ntime.sleep(1)\ny += 1")
+	<-q1
+	qctx, qcancel := context.WithCancel(context.Background())
+	queued := make(chan executecode.Result, 1)
+	q2 := make(chan struct{})
+	go func() {
+		res, err := r.rt.Execute(qctx, executecode.Call{Script: "open('queued-ran', 'w').close()", Owner: o, Queued: func() { close(q2) }})
+		assert.NoError(t, err)
+		queued <- res
+	}()
+	<-q2
+	qcancel()
+	res = waitResult(t, queued)
+	assert.Equal(t, "Script cancelled before it started. Nothing ran; the session's state is kept.", res.Text())
+	assert.Equal(t, executecode.ReasonCancelled, res.Details.Reason)
+	assert.True(t, *res.Details.StateRetained)
+	assert.Empty(t, waitResult(t, blocker).Details.Reason)
+	assert.Equal(t, "2\n", r.run(o, "print(y)").Text())
+	assert.NoFileExists(t, filepath.Join(r.root, "queued-ran"))
+}

@@ -176,7 +176,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	}
 	key, err := registry.NewKey(o.scope.SessionID, o.scope.AgentID, r.rootDir, python, r.cfg.Tools)
 	if err != nil {
-		return r.sessionFailure(ReasonInvalidSessionKey, fmt.Sprintf("Script did not run: the session's kernel key is invalid (%v).", err), true, started, false), nil
+		return r.sessionFailure(ReasonInvalidSessionKey, "Script did not run: the session's kernel key is invalid ("+r.scrubError(err)+").", true, started, false), nil
 	}
 	tree := o.tree
 	reqCtx, cancelReq := context.WithDeadline(ctx, deadline)

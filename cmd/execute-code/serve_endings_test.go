@@ -63,7 +63,9 @@ func TestServeSessionEndingsReadAsPerCallRuns(t *testing.T) {
 		{"raise KeyboardInterrupt", ending{text: "Traceback (most recent call last):\n" +
 			"  File \"<cell>\", line 2, in <module>\n    raise KeyboardInterrupt\nKeyboardInterrupt\n\n\nScript killed by signal SIGINT.",
 			reason: "exception", killedBy: "signal", exitCode: 130.0, retained: true}},
-		{"text(str(x))\nimport os\nos._exit(4)", ending{text: "Script exited with code 4." + discarded +
+		{"import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", ending{text: "Script killed by signal SIGKILL." + discarded,
+			reason: "port_exit", killedBy: "signal", exitCode: 137.0}},
+		{"x = 1\ntext(str(x))\nimport os\nos._exit(4)", ending{text: "Script exited with code 4." + discarded +
 			"\n\nScript result (text()):\n1\n\nDiagnostics (stdout/stderr, not the result):\n(script produced no output)",
 			reason: "port_exit", exitCode: 4.0}},
 	}
