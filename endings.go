@@ -14,8 +14,8 @@ import (
 // The README lists each with the sentence its result starts or ends with.
 const (
 	// ReasonException: the cell raised an uncaught exception; exit_code 1
-	// (130 and killed_by signal for a KeyboardInterrupt it raised), as a
-	// fresh python3 would exit.
+	// (130 for a KeyboardInterrupt it raised), as a fresh python3 would
+	// exit.
 	ReasonException = kernelworker.ReasonException
 	// ReasonSystemExit: the cell raised SystemExit; exit_code is its code,
 	// as python3 would exit with it.
@@ -105,6 +105,18 @@ func sentence(s string) string {
 	return s + "."
 }
 
+// exceptionHeadline names the exception once, with the exit code a fresh
+// python3 would have ended with.
+func exceptionHeadline(e *kernelworker.Exception, code int) string {
+	switch {
+	case e == nil || e.Name == "":
+		return fmt.Sprintf("Script raised an exception (exit code %d)", code)
+	case e.Message == "":
+		return fmt.Sprintf("Script raised %s (exit code %d)", e.Name, code)
+	}
+	return fmt.Sprintf("Script raised %s: %s (exit code %d)", e.Name, e.Message, code)
+}
+
 func exitedLine(code int) string { return fmt.Sprintf("Script exited with code %d", code) }
 
 func intPtr(n int) *int { return &n }
@@ -130,9 +142,8 @@ func systemExitCode(message string) (code int, printed string) {
 }
 
 // cellEnding words how a replied cell ended. out is the cell's output,
-// which a SystemExit or a traceback extends as python3 would; killedBy is
-// details.killed_by, which an interrupt sets as a per-call run's.
-func (r *Runtime) cellEnding(res kernelworker.CellResult, timeout time.Duration, retained, ran bool, out, killedBy *string) ending {
+// which a SystemExit or a traceback extends as python3 would.
+func (r *Runtime) cellEnding(res kernelworker.CellResult, timeout time.Duration, retained, ran bool, out *string) ending {
 	switch res.Reason {
 	case "":
 		return ending{exitCode: intPtr(0)}
@@ -146,22 +157,21 @@ func (r *Runtime) cellEnding(res kernelworker.CellResult, timeout time.Duration,
 			}
 			return e
 		}
+		code := 1
+		if res.Exception != nil && res.Exception.Kind == "interrupted" {
+			code = 128 + int(syscall.SIGINT) // python3 re-raises it as SIGINT on itself
+		}
+		// A MemoryError or EFBIG under a configured limit says which limit,
+		// as per call.
+		h := kernelworker.LimitHeadline(res.KilledBy, r.limits(), kernelworker.ExitStatus{})
+		if h == "" {
+			h = exceptionHeadline(res.Exception, code)
+		}
 		if res.Exception != nil {
 			*out = withTraceback(*out, res.Exception.Traceback)
 		}
-		if res.Exception != nil && res.Exception.Kind == "interrupted" {
-			// A fresh python3 re-raises an uncaught KeyboardInterrupt as
-			// SIGINT on itself; the kernel survives it.
-			st := kernelworker.ExitStatus{Code: 128 + int(syscall.SIGINT), Signaled: true, Signal: syscall.SIGINT}
-			*killedBy = KilledBySignal
-			return ending{headline: kernelworker.LimitHeadline(KilledBySignal, r.limits(), st), exitCode: intPtr(st.Code)}
-		}
-		// A MemoryError or EFBIG under a configured limit says which limit.
-		h := kernelworker.LimitHeadline(res.KilledBy, r.limits(), kernelworker.ExitStatus{})
-		if h == "" {
-			h = exitedLine(1)
-		}
-		return ending{headline: h, exitCode: intPtr(1)}
+		// The headline leads: the traceback is part of the diagnostics.
+		return ending{headline: h, exitCode: intPtr(code), stopped: true}
 	case kernelworker.ReasonPortExit:
 		e := ending{headline: "Script's kernel exited unexpectedly"}
 		if res.Exit != nil {

@@ -434,7 +434,7 @@ func (r *Runtime) formatSession(o cellOutcome, sc *kernelworker.Scrubber) Result
 		}
 		e = ending{headline: withState(h, retained, ran), stopped: true}
 	default:
-		e = r.cellEnding(res, o.timeout, retained, ran, &out, &d.KilledBy)
+		e = r.cellEnding(res, o.timeout, retained, ran, &out)
 	}
 	d.ExitCode = e.exitCode
 

@@ -68,7 +68,7 @@ func TestSessionExceptionKeepsStateAndShowsFilteredTraceback(t *testing.T) {
 	text := res.Text()
 	require.NotNil(t, res.Details.ExitCode)
 	assert.Equal(t, 1, *res.Details.ExitCode, "the code a fresh python3 exits with")
-	assert.True(t, strings.HasSuffix(text, "ValueError: boom after mutation\n\n\nScript exited with code 1"), text)
+	assert.True(t, strings.HasPrefix(text, "Script raised ValueError: boom after mutation (exit code 1)\n\n"), text)
 	assert.Contains(t, text, "line 4")
 	assert.Contains(t, text, "raise ValueError('boom after mutation')")
 	assert.NotContains(t, text, "runner.py", "runner frames are filtered out")

@@ -110,7 +110,7 @@ func TestServeShowsNoHostPathOrToken(t *testing.T) {
 	// JSON escapes < and >; the model reads them decoded.
 	seen := strings.NewReplacer(`\u003c`, "<", `\u003e`, ">").Replace(shown.String())
 	assertModelSeesNoSecret(t, root, seen, res)
-	assert.Contains(t, res.Content[0].Text, "lemon_tools.ToolError: <workspace>/rpc; ")
+	assert.Contains(t, res.Content[0].Text, "Script raised ToolError: <workspace>/rpc; ")
 	p.send(`{"id":3,"op":"detach","session":"s1"}`)
 	assert.Equal(t, true, p.answer()["ok"])
 }

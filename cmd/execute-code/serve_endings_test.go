@@ -39,10 +39,11 @@ func assertEnding(t *testing.T, a map[string]any, want ending) {
 
 const discarded = " " + executecode.StateDiscardedLine
 
-// Each ending a session cell can meet through serve reads as a per-call
-// run's where the ending exists in both modes (the type named once, the
-// exit code given, an exit's line after the output), in one plain
-// sentence otherwise, and says when the session's state is gone.
+// Each ending a session cell can meet through serve is one plain
+// sentence with the type named once and the exit code given: an exit,
+// a signal or a timeout reads as a per-call run's (an exit's line after
+// the output), an exception keeps its `Script raised` headline; and the
+// sentence says when the session's state is gone.
 func TestServeSessionEndingsReadAsPerCallRuns(t *testing.T) {
 	p := startServe(t)
 	p.send(`{"id":1,"op":"attach","session":"s","agent":"a"}`)
@@ -57,12 +58,12 @@ func TestServeSessionEndingsReadAsPerCallRuns(t *testing.T) {
 		{"sys.exit('bye')", ending{text: "bye\n\n\nScript exited with code 1",
 			reason: "system_exit", exitCode: 1.0, retained: true}},
 		{"sys.exit(0)", ending{text: "(script produced no output)", reason: "system_exit", exitCode: 0.0, retained: true}},
-		{"print(x)\nraise ValueError('bad')", ending{text: "1\nTraceback (most recent call last):\n" +
-			"  File \"<cell>\", line 3, in <module>\n    raise ValueError('bad')\nValueError: bad\n\n\nScript exited with code 1",
+		{"print(x)\nraise ValueError('bad')", ending{text: "Script raised ValueError: bad (exit code 1)\n\n1\nTraceback (most recent call last):\n" +
+			"  File \"<cell>\", line 3, in <module>\n    raise ValueError('bad')\nValueError: bad\n",
 			reason: "exception", exitCode: 1.0, retained: true}},
-		{"raise KeyboardInterrupt", ending{text: "Traceback (most recent call last):\n" +
-			"  File \"<cell>\", line 2, in <module>\n    raise KeyboardInterrupt\nKeyboardInterrupt\n\n\nScript killed by signal SIGINT.",
-			reason: "exception", killedBy: "signal", exitCode: 130.0, retained: true}},
+		{"raise KeyboardInterrupt", ending{text: "Script raised KeyboardInterrupt (exit code 130)\n\nTraceback (most recent call last):\n" +
+			"  File \"<cell>\", line 2, in <module>\n    raise KeyboardInterrupt\nKeyboardInterrupt\n",
+			reason: "exception", exitCode: 130.0, retained: true}},
 		{"import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", ending{text: "Script killed by signal SIGKILL." + discarded,
 			reason: "port_exit", killedBy: "signal", exitCode: 137.0}},
 		{"x = 1\ntext(str(x))\nimport os\nos._exit(4)", ending{text: "Script exited with code 4." + discarded +
