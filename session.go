@@ -386,7 +386,8 @@ func endedByOwner(res kernelworker.CellResult) bool {
 // formatSession builds the model-visible result of a cell, laid out and
 // worded as a per-call run's where the ending exists in both modes
 // (headline, text() blocks, then the labelled diagnostics tail; an exit's
-// headline after the output when there are no blocks); every ending that
+// headline after the output when there are no blocks), except that an
+// exception keeps its leading "Script raised" headline; every ending that
 // loses the state says so. state_retained only when the worker said so.
 // The worker scrubbed and sanitized the output and the exception with sc;
 // the blocks are scrubbed here.
