@@ -173,6 +173,9 @@ func (r *Runtime) cellEnding(res kernelworker.CellResult, timeout time.Duration,
 		// The headline leads: the traceback is part of the diagnostics.
 		return ending{headline: h, exitCode: intPtr(code), stopped: true}
 	case kernelworker.ReasonPortExit:
+		if !ran {
+			return ending{headline: withState("Script did not run: the session's kernel exited under the cell before it.", retained, ran), stopped: true}
+		}
 		e := ending{headline: "Script's kernel exited unexpectedly"}
 		if res.Exit != nil {
 			e.exitCode = intPtr(res.Exit.Code)
@@ -195,6 +198,9 @@ func (r *Runtime) cellEnding(res kernelworker.CellResult, timeout time.Duration,
 	case kernelworker.ReasonKernelDiscarded:
 		return ending{headline: withState("Script did not run: the cell before it was stopped and the session's kernel discarded.", retained, ran), stopped: true}
 	case kernelworker.ReasonProtocolFault:
+		if !ran {
+			return ending{headline: withState("Script did not run: the session's kernel broke the protocol under the cell before it.", retained, ran), stopped: true}
+		}
 		return ending{headline: withState("Script stopped: the session's kernel broke the protocol.", retained, ran), stopped: true}
 	case kernelworker.ReasonInterrupted:
 		if !ran {

@@ -88,6 +88,14 @@ func TestServeSessionEndingsReadAsPerCallRuns(t *testing.T) {
 	assertEnding(t, got[21], ending{text: "Script did not run: the cell before it was stopped and the session's kernel discarded." + discarded,
 		reason: "kernel_discarded"})
 
+	// A kernel that dies under a cell takes the cell queued behind it.
+	p.send(`{"id":30,"op":"execute","session":"s","script":"import os, time\ntime.sleep(0.5)\nos._exit(5)"}`)
+	p.send(`{"id":31,"op":"execute","session":"s","script":"text('never')"}`)
+	got, _ = p.answers(2)
+	assertEnding(t, got[30], ending{text: "Script exited with code 5." + discarded, reason: "port_exit", exitCode: 5.0})
+	assertEnding(t, got[31], ending{text: "Script did not run: the session's kernel exited under the cell before it." + discarded,
+		reason: "port_exit"})
+
 	p.send(`{"id":22,"op":"execute","session":"s","script":"import time\ntime.sleep(3)"}`)
 	p.send(`{"id":23,"op":"execute","session":"s","timeout_ms":1000,"script":"text('late')"}`)
 	got, _ = p.answers(2)
