@@ -227,3 +227,28 @@ func TestApprovalPromptsEmitRequestedThenResolved(t *testing.T) {
 	r.expectTrace("approvals.requested(read)", "approvals.resolved(read,approve_once)",
 		"approvals.requested(read)", "approvals.resolved(read,deny)", "execute_code.stop")
 }
+
+// Close stops every kernel as a shutdown: each start has its stop, on the
+// bus and in Lifecycle, so a shutdown never looks like a leak.
+func TestCloseStopsEveryKernelWithAShutdownStop(t *testing.T) {
+	r := newRig(t)
+	a, b := r.attach("a"), r.attach("b")
+	r.run(a, "x = 1")
+	r.run(b, "y = 1")
+	m := r.mark()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, r.rt.Close(ctx))
+	trace := r.trace()[m:]
+	slices.Sort(trace)
+	assert.Equal(t, []string{"session.stop(shutdown) live=0", "session.stop(shutdown) live=0"}, trace)
+	count := map[string]int{}
+	for _, e := range r.rt.Lifecycle() {
+		count[e.Event]++
+		if e.Event == "session_stopped" {
+			assert.Equal(t, "shutdown", e.Metadata["reason"])
+		}
+	}
+	assert.Equal(t, 2, count["session_started"])
+	assert.Equal(t, 2, count["session_stopped"])
+}

@@ -176,7 +176,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	}
 	key, err := registry.NewKey(o.scope.SessionID, o.scope.AgentID, r.rootDir, python, r.cfg.Tools)
 	if err != nil {
-		return r.sessionFailure(fmt.Sprintf("invalid_session_key: %v", err), started, false), nil
+		return r.sessionFailure(ReasonInvalidSessionKey, "Script did not run: the session's kernel key is invalid ("+r.scrubError(err)+").", true, started, false), nil
 	}
 	tree := o.tree
 	reqCtx, cancelReq := context.WithDeadline(ctx, deadline)
@@ -193,7 +193,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 			// new one could race it, running isolated cannot.
 			return r.runFallback(ctx, call, python, FallbackStopFailed, started, false)
 		case rr.Err != nil:
-			return r.sessionFailure("reset_failed: "+r.scrubError(rr.Err), started, false), nil
+			return r.sessionFailure(ReasonResetFailed, "Script did not run: the session's kernel could not be reset ("+r.scrubError(rr.Err)+").", false, started, false), nil
 		}
 		resetPerformed = rr.Performed
 	}
@@ -249,7 +249,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		scrubTarget{ws.base, workspaceName}, scrubTarget{alloc.Workspace, workspaceName})
 	policy, approvals, err := r.gate()
 	if err != nil {
-		return r.sessionFailure("rpc_start_failed: "+sc.String(err.Error()), started, resetPerformed), nil
+		return r.sessionFailure(ReasonRPCStartFailed, "Script did not run: its helper bridge could not start ("+sc.String(err.Error())+").", true, started, resetPerformed), nil
 	}
 	srv, err := pump.StartServer(pump.Config{
 		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(),
@@ -260,7 +260,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		ApprovalContext: pump.ApprovalContext{SessionID: o.scope.SessionID, AgentID: o.scope.AgentID, Timeout: r.cfg.ApprovalTimeout(), Caller: call.ApprovalTag},
 	})
 	if err != nil {
-		return r.sessionFailure("rpc_start_failed: "+sc.String(err.Error()), started, resetPerformed), nil
+		return r.sessionFailure(ReasonRPCStartFailed, "Script did not run: its helper bridge could not start ("+sc.String(err.Error())+").", true, started, resetPerformed), nil
 	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), serverTimeout)
@@ -306,11 +306,17 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 			// already gave a wedged worker its grace.)
 			t := time.NewTimer(replyGrace)
 			select {
-			case <-reply:
+			case out.res = <-reply:
+				out.replied = true
 			case <-t.C:
 			}
 			t.Stop()
 		}
+	}
+	if !out.cancelled && !out.timedOut && o.detached.Load() && endedByOwner(out.res) {
+		// The owner detached under the cell: the worker's answer (the
+		// kernel stopped, the queue dropped) is the detach's doing.
+		out.ownerGone = true
 	}
 	// No helper call outlives its cell.
 	abortCtx, cancelAbort := context.WithTimeout(context.Background(), serverTimeout)
@@ -357,23 +363,38 @@ func (r *Runtime) kernelLimits() kernelworker.Limits {
 }
 
 // sessionFailure is the result of a session call that failed around the
-// cell, before any code ran.
-func (r *Runtime) sessionFailure(reason string, started time.Time, resetPerformed bool) Result {
+// cell, before any code ran; retained says whether the kernel's state is
+// untouched.
+func (r *Runtime) sessionFailure(reason, headline string, retained bool, started time.Time, resetPerformed bool) Result {
 	no := false
 	ms := max(time.Since(started).Milliseconds(), 0)
-	d := &Details{Persistent: true, KernelReused: &no, StateRetained: &no, DurationMS: &ms,
+	d := &Details{Persistent: true, KernelReused: &no, StateRetained: &retained, DurationMS: &ms,
 		ResetPerformed: resetPerformed, Reason: reason, RPCTools: []string{}}
-	return textResult("execute_code session failed: "+reason, d, Trusted, nil)
+	return textResult(withState(headline, retained, false), d, Trusted, nil)
 }
 
-// formatSession builds the model-visible result of a cell, laid out as a
-// per-call run's: headline, text() blocks, then the labelled diagnostics
-// tail; state_retained only when the worker said so. The worker scrubbed
-// and sanitized the output and the exception with sc; the blocks are
-// scrubbed here.
+// endedByOwner says whether res is how the worker answers a cell whose
+// owner left: the kernel stopped under it, or its queue dropped it.
+func endedByOwner(res kernelworker.CellResult) bool {
+	switch res.Reason {
+	case kernelworker.ReasonInterrupted, kernelworker.ReasonShuttingDown, kernelworker.ReasonKernelDiscarded:
+		return true
+	}
+	return res.KilledBy == kernelworker.KilledByOwnerGone
+}
+
+// formatSession builds the model-visible result of a cell, laid out and
+// worded as a per-call run's where the ending exists in both modes
+// (headline, text() blocks, then the labelled diagnostics tail; an exit's
+// headline after the output when there are no blocks), except that an
+// exception keeps its leading "Script raised" headline; every ending that
+// loses the state says so. state_retained only when the worker said so.
+// The worker scrubbed and sanitized the output and the exception with sc;
+// the blocks are scrubbed here.
 func (r *Runtime) formatSession(o cellOutcome, sc *kernelworker.Scrubber) Result {
 	res := o.res
 	retained := o.replied && res.StateRetained
+	ran := !o.replied || res.RequestID != ""
 	reused := o.reused
 	ms := max(time.Since(o.started).Milliseconds(), 0)
 	d := &Details{
@@ -390,49 +411,39 @@ func (r *Runtime) formatSession(o cellOutcome, sc *kernelworker.Scrubber) Result
 		sp = spillOf(res.Output)
 		d.FullOutputPath = sp.path
 		out = res.Output.Text
-		d.Reason, d.KilledBy = res.Reason, res.KilledBy
+		d.Reason, d.KilledBy = publicReason(res), res.KilledBy
 	}
 	blocks := scrubAll(sc, o.blocks)
 
-	var headline string
+	var e ending
 	switch {
 	case o.cancelled:
-		headline, d.Reason, d.KilledBy, out = cancelledLine, "cancelled", "cancelled", ""
+		d.Reason, d.KilledBy = ReasonCancelled, KilledByCancelled
+		h := cancelledLine
+		if !ran {
+			h = "Script cancelled before it started."
+		}
+		e = ending{headline: withState(h, retained, ran), stopped: true}
 	case o.timedOut:
-		headline, d.Reason, d.KilledBy, out = timedOutLine(o.timeout), "timeout", "timeout", ""
+		d.Reason, d.KilledBy = ReasonTimeout, KilledByTimeout
+		e = ending{headline: withState(timedOutLine(o.timeout), retained, ran), stopped: true}
 	case o.ownerGone:
-		headline, d.Reason, d.KilledBy, out = ownerGoneLine, "owner_gone", "owner_gone", ""
-	case res.Reason == "":
-	case res.Reason == "exception" && res.Exception != nil:
-		headline = exceptionHeadline(res.Exception)
-		// A MemoryError or EFBIG under a configured limit says which limit.
-		if h := kernelworker.LimitHeadline(res.KilledBy, r.limits(), kernelworker.ExitStatus{}); h != "" {
-			headline = h
+		d.Reason, d.KilledBy = ReasonOwnerGone, KilledByOwnerGone
+		h := ownerGoneLine
+		if !ran {
+			h = "Script did not run: its session was detached."
 		}
-		out = withTraceback(out, res.Exception.Traceback)
-	case res.Reason == "timeout":
-		headline = timedOutLine(o.timeout)
+		e = ending{headline: withState(h, retained, ran), stopped: true}
 	default:
-		headline = "execute_code session failed: " + res.Reason
-		if h := kernelworker.LimitHeadline(res.KilledBy, r.limits(), kernelworker.ExitStatus{}); h != "" {
-			headline = h
-		}
+		e = r.cellEnding(res, o.timeout, retained, ran, &out)
 	}
+	d.ExitCode = e.exitCode
 
 	var text string
-	switch {
-	case len(blocks) > 0:
-		text = assemble(headline, blocks, out, sp)
-	case headline == "":
-		text = withMarker(out, sp)
-		if out == "" {
-			text = noOutput
-		}
-	default:
-		text = headline
-		if out != "" {
-			text += "\n\n" + withMarker(out, sp)
-		}
+	if len(blocks) > 0 {
+		text = assemble(e.headline, blocks, out, sp)
+	} else {
+		text = historicText(e.headline, out, sp, e.stopped)
 	}
 	trust := Trusted
 	if _, web := o.stats.ToolsUsed["webfetch"]; web || o.stats.Untrusted || d.RPCAccountingLoss {
@@ -447,13 +458,6 @@ func timedOutLine(d time.Duration) string {
 	return fmt.Sprintf("Script timed out after %dms.", d.Milliseconds())
 }
 
-func exceptionHeadline(e *kernelworker.Exception) string {
-	if e.Name == "" {
-		return "Script raised an exception."
-	}
-	return fmt.Sprintf("Script raised %s: %s", e.Name, e.Message)
-}
-
 // withTraceback appends the runner's filtered traceback to the captured
 // output, so the diagnostics show where the exception came from (ruling 5).
 func withTraceback(out, tb string) string {
@@ -462,6 +466,10 @@ func withTraceback(out, tb string) string {
 	}
 	if out != "" && !strings.HasSuffix(out, "\n") {
 		out += "\n"
+	}
+	// python3 ends the traceback it prints with a newline.
+	if !strings.HasSuffix(tb, "\n") {
+		tb += "\n"
 	}
 	return out + tb
 }

@@ -222,7 +222,7 @@ func TestOwnerDeathMidCellDiscardsTheKernelAndAnswersItsQueue(t *testing.T) {
 	for i, ch := range queued {
 		q := receive(t, ch, escalation)
 		require.NotNil(t, q.Details, "queued cell %d: %s", i, q.Text())
-		assert.NotEmpty(t, q.Details.Reason, "queued cell %d: %s", i, q.Text())
+		assert.Equal(t, executecode.ReasonOwnerGone, q.Details.Reason, "queued cell %d: %s", i, q.Text())
 		assert.False(t, boolp(q.Details.StateRetained))
 		assert.NoFileExists(t, filepath.Join(e.root, fmt.Sprintf("queued-%d", i)), "a queued cell never runs")
 	}

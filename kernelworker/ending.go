@@ -105,7 +105,7 @@ func (w *worker) portExit(ctx actor.Context, st ExitStatus) {
 	}
 	ev.Msg("kernel exited")
 	c := w.active
-	w.replyActive(CellResult{Reason: ReasonPortExit, KilledBy: killedBy}, telemetry.OutcomePortExit)
+	w.replyActive(CellResult{Reason: ReasonPortExit, KilledBy: killedBy, Exit: &st}, telemetry.OutcomePortExit)
 	if w.phase == phaseRunning {
 		w.emitCancel(c, telemetry.CauseShutdown)
 	}

@@ -93,6 +93,9 @@ type CellResult struct {
 	// nothing did), or, for an exception cell that keeps its kernel, the
 	// limit that raised the exception (CellKilledBy).
 	KilledBy string
+	// Exit is the interpreter's exit status when it died on its own under
+	// this cell (Reason port_exit), so the host can report its code.
+	Exit *ExitStatus
 	// DroppedLateOutput counts bytes that threads of earlier cells wrote
 	// during this one, which the runner dropped (design ruling 7).
 	DroppedLateOutput int

@@ -77,6 +77,17 @@ type Detach struct{ Owner *actor.PID }
 // DetachReply answers Detach.
 type DetachReply struct{}
 
+// StopAll stops every live kernel as a shutdown (its session.stop has
+// reason shutdown) and answers StopAllReply once no kernel is left
+// stopping, or every one left failed to stop in time. A host sends it
+// before it stops the tree, whose own stop ends workers without a stop
+// event.
+type StopAll struct{}
+
+// StopAllReply answers StopAll; Err is ErrStopFailed when some worker did
+// not stop within the stop timeout.
+type StopAllReply struct{ Err error }
+
 // SnapshotRequest asks for a Snapshot.
 type SnapshotRequest struct{}
 

@@ -31,6 +31,10 @@ type registry struct {
 	// as in effect (ruling 13).
 	effMax  int
 	effIdle time.Duration
+
+	// stopAllWaiters are StopAll requests answered once every stop is
+	// over (see answerStopAll).
+	stopAllWaiters []*actor.PID
 }
 
 // entry is a live kernel.
@@ -94,10 +98,13 @@ func (r *registry) Receive(ctx actor.Context) {
 		ctx.Respond(r.onDetach(ctx, m))
 	case Detach:
 		ctx.Respond(r.onDetach(ctx, &m))
+	case *StopAll, StopAll:
+		r.onStopAll(ctx)
 	case *SnapshotRequest, SnapshotRequest:
 		ctx.Respond(r.snapshot(ctx))
 	case *actor.Terminated:
 		r.onTerminated(ctx, m.Who)
+		r.answerStopAll(ctx)
 	case callerDone:
 		r.onCallerDone(m)
 	case reapTick:

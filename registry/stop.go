@@ -107,6 +107,38 @@ func (r *registry) onStopExpired(ctx actor.Context, m stopExpired) {
 	}
 	q.leases = nil
 	r.ensureReap(ctx)
+	r.answerStopAll(ctx)
+}
+
+// onStopAll stops every live kernel as a shutdown; the answer waits for
+// their workers (and any stop already under way).
+func (r *registry) onStopAll(ctx actor.Context) {
+	for _, e := range r.entries {
+		r.stopEntry(ctx, e, telemetry.StopShutdown, workerShutdown)
+	}
+	if ctx.Sender() != nil {
+		r.stopAllWaiters = append(r.stopAllWaiters, ctx.Sender())
+	}
+	r.answerStopAll(ctx)
+}
+
+// answerStopAll answers the StopAll requests once no stop is pending:
+// every kernel that was stopping is gone, or failed to stop in time.
+func (r *registry) answerStopAll(ctx actor.Context) {
+	if len(r.stopAllWaiters) == 0 {
+		return
+	}
+	var err error
+	for _, q := range r.stopping {
+		if !q.failed {
+			return
+		}
+		err = ErrStopFailed
+	}
+	for _, to := range r.stopAllWaiters {
+		ctx.Send(to, &StopAllReply{Err: err})
+	}
+	r.stopAllWaiters = nil
 }
 
 // retryFailedStops is run by every reap tick.

@@ -184,7 +184,7 @@ func TestRunSessionModeRunsOneCellOnAThrowawayKernel(t *testing.T) {
 
 	failed := cli(t, "raise KeyError('k')", nil, "run", "--mode", "session", "-")
 	assert.Equal(t, 1, failed.code)
-	assert.Contains(t, failed.stdout, "Script raised KeyError: 'k'")
+	assert.Contains(t, failed.stdout, "Script raised KeyError: 'k' (exit code 1)")
 }
 
 func TestSnapshotOfAFreshRuntimeShowsTheEffectiveConfiguration(t *testing.T) {

@@ -92,16 +92,12 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	return runStatus(res)
 }
 
-// runStatus is 0 for a script that ran and succeeded, else 1. A cell on a
-// kernel has no exit code: it failed when details name a reason or a kill.
+// runStatus is 0 for a script that ran and exited 0, else 1. exit_code
+// means the same in both modes (a session cell's is the code a fresh
+// python3 would have exited with); a kill fails even a zero code.
 func runStatus(res executecode.Result) int {
 	d := res.Details
-	switch {
-	case d == nil || d.KilledBy != "" || d.Reason != "":
-		return exitFailed
-	case d.Persistent:
-		return exitOK
-	case d.ExitCode == nil || *d.ExitCode != 0:
+	if d == nil || d.KilledBy != "" || d.ExitCode == nil || *d.ExitCode != 0 {
 		return exitFailed
 	}
 	return exitOK
