@@ -120,9 +120,13 @@ func TestHostKilledMidRunLeavesNoProcessAndNoStagingRoot(t *testing.T) {
 			for range tc.notifies {
 				waitForNotify(t, out, "started")
 			}
-			before := proctest.Marked(markEnv, mark)
-			// The host, each interpreter with its grandchild, and the guard.
-			require.GreaterOrEqual(t, len(before), 2*tc.notifies+2, "interpreters, their children and the guard run")
+			// The host, each interpreter with its grandchild, and the guard,
+			// which the host starts beside the run and may still be starting.
+			var before []int
+			require.Eventually(t, func() bool {
+				before = proctest.Marked(markEnv, mark)
+				return len(before) >= 2*tc.notifies+2
+			}, 10*time.Second, 10*time.Millisecond, "interpreters, their children and the guard run")
 			require.NotEmpty(t, stagingLeft(t, tmp), "the host staged its runs")
 
 			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
