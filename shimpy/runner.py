@@ -409,6 +409,57 @@ def _whole_char_text(stream, fd):
     )
 
 
+class _LinecacheWatch(object):
+    """A meta path finder that shares the open cell's lines with linecache
+    the moment linecache is first imported.
+
+    The first warning of a fresh kernel imports linecache itself, after its
+    cell compiled, and would otherwise find no lines for <cell>. It finds
+    linecache like the finders after it, and leaves once it has.
+    """
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "linecache":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if getattr(spec.loader, "exec_module", None) is not None:
+            spec.loader = _SharingLoader(spec.loader, self._kernel)
+        return spec
+
+
+class _SharingLoader(object):
+    """linecache's own loader, sharing the cell's lines once it ran."""
+
+    def __init__(self, loader, kernel):
+        self._loader = loader
+        self._kernel = kernel
+
+    def create_module(self, spec):
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader
+        spec = getattr(module, "__spec__", None)
+        if spec is not None:
+            spec.loader = self._loader
+        self._kernel._share_cell_lines()
+
+
 class _Pipe(object):
     """One capture pipe: its read end and the lock its readers share."""
 
@@ -481,6 +532,9 @@ class Kernel(object):
         threading.Thread(target=self._drain, args=(self.pipe,), name="lemon-drain", daemon=True).start()
         self._install_thread_tagging()
         self._make_namespace()
+        self._hide_runner_path()
+        if "linecache" not in sys.modules:
+            sys.meta_path.insert(0, _LinecacheWatch(self))
         try:
             _signal.signal(_signal.SIGINT, _signal.default_int_handler)
         except (OSError, ValueError):
@@ -573,6 +627,14 @@ class Kernel(object):
         self.namespace = module.__dict__
         self.cell_module = module
         sys.modules["__main__"] = module
+
+    @staticmethod
+    def _hide_runner_path():
+        # A cell sees what the interactive interpreter shows, not where the
+        # host staged the runner (docs/decisions.md).
+        sys.argv = [""]
+        if hasattr(sys, "orig_argv"):
+            sys.orig_argv = sys.orig_argv[:1]
 
     def _after_fork_in_child(self):
         # A forked child must never speak for the kernel, and locks held by
