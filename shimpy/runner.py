@@ -386,6 +386,9 @@ class _WholeCharWriter(io.RawIOBase):
         return os.isatty(self._fd)
 
     def write(self, b):
+        # BufferedWriter hands over bytes-shaped views: len is their size.
+        if len(b) <= ATOMIC_WRITE:
+            return os.write(self._fd, b)
         view = memoryview(b).cast("B")
         n = len(view)
         if n > ATOMIC_WRITE:
