@@ -6,8 +6,8 @@ a tab, one line of compact ASCII JSON and a newline. Everything user code
 writes (print, C extensions, subprocesses) lands in one capture pipe, fd 1
 and fd 2 alike, as in a per-call run, so it keeps the order it was written
 in; a drainer thread turns it into base64 stream frames of the open cell,
-so bytes shaped like frames reach the host only as payload. Standard library only;
-kernel.md §6 and §7 describe the protocol this program speaks.
+so bytes shaped like frames reach the host only as payload. Standard
+library only; kernel.md §6 and §7 describe the protocol this program speaks.
 
 Output attribution (design.md ruling 7). Every thread is tagged at
 construction with the generation (1, 2, ...) of the cell that made it: its
@@ -390,13 +390,11 @@ class _WholeCharWriter(io.RawIOBase):
         if len(b) <= ATOMIC_WRITE:
             return os.write(self._fd, b)
         view = memoryview(b).cast("B")
-        n = len(view)
-        if n > ATOMIC_WRITE:
+        n = ATOMIC_WRITE
+        while n > 0 and view[n] & 0xC0 == 0x80:
+            n -= 1
+        if n == 0:  # no character starts in the first ATOMIC_WRITE bytes
             n = ATOMIC_WRITE
-            while n > 0 and view[n] & 0xC0 == 0x80:
-                n -= 1
-            if n == 0:  # no character starts in the first ATOMIC_WRITE bytes
-                n = ATOMIC_WRITE
         return os.write(self._fd, view[:n])
 
 

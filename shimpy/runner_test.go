@@ -701,3 +701,13 @@ func TestAStreamWrapperWithItsOwnLockDoesNotDeadlockTheCellEnd(t *testing.T) {
 	}
 	k.eval(t, "end", "stop.set()", nil)
 }
+
+// The whole-character writer cuts long writes at a character start; bytes
+// with none (or a partial character at the end) still flow, unchanged.
+func TestWritesWithoutACharacterStartStillFlow(t *testing.T) {
+	k := startKernel(t, kernelOptions{})
+	k.init(t)
+	res := k.eval(t, "c1", "import sys\nsys.stdout.buffer.write(b'\\x80' * 10000 + b'\\xc3')\nsys.stdout.buffer.write(b'\\xa9' + 'é'.encode() * 5000)\nsys.stdout.flush()\n", nil)
+	assert.Equal(t, strings.Repeat("\x80", 10000)+strings.Repeat("é", 5001), res.stdout)
+	assert.Empty(t, res.exceptions)
+}
