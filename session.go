@@ -242,7 +242,7 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	}()
 
 	// The cell's one scrubber: its bridge and token, the kernel's
-	// workspace (the runner's sys.argv[0], the helpers' __file__) and the
+	// workspace (where the runner and the helpers' __file__ live) and the
 	// staging root. The worker applies it to the output as it streams and
 	// to the exception; the rest is rewritten here.
 	sc := newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},

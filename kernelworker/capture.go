@@ -56,8 +56,11 @@ type Capture struct {
 	openSpill  func() (*os.File, error)
 	spillLimit int64
 
-	lanes    [NumStreams]lane
-	cur      int // the lane written last
+	// san and scrub hold back a partial character or escape sequence and
+	// a possible start of a pattern, so a character or a path split
+	// between two writes is joined again.
+	san      sanitizer
+	scrub    scrubStream
 	scratch  []byte
 	scrubbed []byte
 	total    int64
@@ -76,31 +79,12 @@ type Capture struct {
 	closed     bool
 }
 
-// NumStreams is how many sources a Capture joins (WriteStream): a
-// kernel's stdout and stderr.
-const NumStreams = 2
-
-// lane is what a capture holds back of one source: a partial character or
-// escape sequence (the sanitizer's) and a possible start of a pattern (the
-// scrubber's). A kernel's stdout and stderr are read apart and their reads
-// interleave, so each keeps its own: a character or a path split between
-// two reads of one stream is joined again even when the other stream's
-// bytes came between them, and bytes of two streams never join.
-type lane struct {
-	san   sanitizer
-	scrub scrubStream
-}
-
 // CaptureOption configures a Capture.
 type CaptureOption func(*Capture)
 
 // ScrubWith scrubs the stream with s (nil: nothing is replaced).
 func ScrubWith(s *Scrubber) CaptureOption {
-	return func(c *Capture) {
-		for i := range c.lanes {
-			c.lanes[i].scrub.s = s
-		}
-	}
+	return func(c *Capture) { c.scrub.s = s }
 }
 
 // SpillLimit caps the spill file at n bytes; 0 means no cap.
@@ -122,44 +106,32 @@ func NewCapture(maxBytes int, openSpill func() (*os.File, error), opts ...Captur
 	return c
 }
 
-// Write sanitizes p and records it, as stream 0. It never fails: a child
-// must never block on its output because a spill file went bad. Once
-// Result or Close has ended the stream, further writes are discarded.
+// Write sanitizes p and records it as the continuation of everything
+// written so far. It never fails: a child must never block on its output
+// because a spill file went bad. Once Result or Close has ended the
+// stream, further writes are discarded.
 func (c *Capture) Write(p []byte) (int, error) {
-	c.WriteStream(0, p)
-	return len(p), nil
-}
-
-// WriteStream records p as the continuation of stream i (0 <= i <
-// NumStreams; anything else counts as 0), joined after everything written
-// so far to any stream.
-func (c *Capture) WriteStream(i int, p []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.finished {
-		return
+		return len(p), nil
 	}
-	if i < 0 || i >= NumStreams {
-		i = 0
-	}
-	c.cur = i
-	l := &c.lanes[i]
 	for rest := p; len(rest) > 0; {
 		n := min(len(rest), sanitizeChunk)
-		c.scratch = l.san.append(c.scratch[:0], rest[:n])
-		c.emit(l, c.scratch)
+		c.scratch = c.san.append(c.scratch[:0], rest[:n])
+		c.emit(c.scratch)
 		rest = rest[n:]
 	}
+	return len(p), nil
 }
 
-// emit passes sanitized bytes of lane l through its scrubber to what is
-// kept.
-func (c *Capture) emit(l *lane, s []byte) {
-	if l.scrub.s == nil {
+// emit passes sanitized bytes through the scrubber to what is kept.
+func (c *Capture) emit(s []byte) {
+	if c.scrub.s == nil {
 		c.add(s)
 		return
 	}
-	c.scrubbed = l.scrub.append(c.scrubbed[:0], s)
+	c.scrubbed = c.scrub.append(c.scrubbed[:0], s)
 	c.add(c.scrubbed)
 }
 
@@ -273,21 +245,18 @@ func (c *Capture) dropSpill() {
 	}
 }
 
-// finish resolves whatever the lanes still hold back, the lane written
-// last at the very end; the stream is over once a result is asked for.
+// finish resolves whatever is still held back; the stream is over once a
+// result is asked for.
 func (c *Capture) finish() {
 	if c.finished {
 		return
 	}
 	c.finished = true
-	for k := 1; k <= NumStreams; k++ {
-		l := &c.lanes[(c.cur+k)%NumStreams]
-		c.scratch = l.san.flush(c.scratch[:0])
-		c.emit(l, c.scratch)
-		if l.scrub.s != nil {
-			c.scrubbed = l.scrub.flush(c.scrubbed[:0])
-			c.add(c.scrubbed)
-		}
+	c.scratch = c.san.flush(c.scratch[:0])
+	c.emit(c.scratch)
+	if c.scrub.s != nil {
+		c.scrubbed = c.scrub.flush(c.scrubbed[:0])
+		c.add(c.scrubbed)
 	}
 }
 

@@ -42,16 +42,12 @@ func (c *cell) elapsed(now time.Time) time.Duration {
 	return 0
 }
 
-// stream appends a decoded stream chunk to the capture, as the
-// continuation of its own stream: the capture holds back the end of each
-// stream apart, so a character or a path split between two reads of one
-// stream is joined again whatever the other stream wrote in between.
-func (c *cell) stream(name string, data []byte) {
-	i := 0
-	if name == "stderr" {
-		i = 1
-	}
-	c.capture.WriteStream(i, data)
+// stream appends a decoded stream chunk to the capture. The kernel's fd 1
+// and fd 2 share one pipe, so every chunk, whatever stream it names,
+// continues the one stream written so far: a character or a path split
+// between two reads is joined again.
+func (c *cell) stream(data []byte) {
+	_, _ = c.capture.Write(data)
 }
 
 // cleanException is f's exception as the model may see it: sanitized like

@@ -149,7 +149,7 @@ func (w *worker) runningFrame(ctx actor.Context, f Frame) {
 	case f.Type == FrameStarted && f.ID == c.id && c.started.IsZero():
 		c.started = time.Now()
 	case f.Type == FrameStream && f.ID == c.id:
-		c.stream(f.Stream, f.Data)
+		c.stream(f.Data)
 	case f.Type == FrameException && f.ID == c.id:
 		c.exception = c.cleanException(f)
 	case f.Type == FrameDone && f.ID == c.id:

@@ -3,10 +3,11 @@
 The host writes one JSON request per line on fd 0 (init, eval, shutdown) and
 reads frames from a private control descriptor: the byte 0x1E, "lemon-python",
 a tab, one line of compact ASCII JSON and a newline. Everything user code
-writes (print, C extensions, subprocesses) lands in two capture pipes that
-drainer threads turn into base64 stream frames of the open cell, so bytes
-shaped like frames reach the host only as payload. Standard library only;
-kernel.md §6 and §7 describe the protocol this program speaks.
+writes (print, C extensions, subprocesses) lands in one capture pipe, fd 1
+and fd 2 alike, as in a per-call run, so it keeps the order it was written
+in; a drainer thread turns it into base64 stream frames of the open cell,
+so bytes shaped like frames reach the host only as payload. Standard
+library only; kernel.md §6 and §7 describe the protocol this program speaks.
 
 Output attribution (design.md ruling 7). Every thread is tagged at
 construction with the generation (1, 2, ...) of the cell that made it: its
@@ -23,7 +24,7 @@ thread stays untagged. There are two kinds of writes, attributed differently:
 * Descriptor-level bytes (os.write(1, ...), C code, subprocesses) carry no
   thread identity: they are attributed to whichever cell is open when the
   drainer reads them. The boundaries are still tight: a cell's end drains
-  both pipes into that cell before `done`, bytes read while no cell is open
+  the pipe into that cell before `done`, bytes read while no cell is open
   are dropped and counted, and bytes still unread when the next cell opens
   are drained and dropped (counted) before `started`, so nothing written
   before a cell opened can leak into it. Only descriptor-level bytes an
@@ -61,9 +62,13 @@ except ImportError:  # an interpreter built without the accelerator
 PROTOCOL_VERSION = 1
 FRAME_PREFIX = b"\x1elemon-python\t"
 STREAM_CHUNK = 65536
+# The most a write to a pipe may carry and still land in one piece
+# whatever else writes to it (POSIX's PIPE_BUF is at least 512; Linux's
+# is 4096).
+ATOMIC_WRITE = getattr(select, "PIPE_BUF", 512)
 MAX_QUIESCE_SECONDS = 0.5
-# What a cell's opening drains (and drops) from each pipe at most: more
-# than any pipe holds, so only a writer still running can outpace it.
+# What a cell's opening drains (and drops) from the pipe at most: more
+# than a pipe holds, so only a writer still running can outpace it.
 LATE_DRAIN_BYTES = 1 << 20
 EXIT_OK = 0
 EXIT_FATAL = 70
@@ -355,6 +360,107 @@ class _TaggedBinary(object):
         return getattr(self._stream, name)
 
 
+class _WholeCharWriter(io.RawIOBase):
+    """The raw layer of sys.stdout / sys.stderr.
+
+    Every write is small enough to reach the shared pipe in one piece and
+    ends on a UTF-8 character boundary, so bytes that another thread or a
+    child writes at the same time never land inside a character. The
+    descriptor stays open when the stream closes: it is fd 1 or fd 2.
+    """
+
+    def __init__(self, fd, owner):
+        io.RawIOBase.__init__(self)
+        self._fd = fd
+        # The interpreter's own stream on fd, flushed: it closes fd when
+        # collected, so it must outlive every flush of this one.
+        self._owner = owner
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self._fd
+
+    def isatty(self):
+        return os.isatty(self._fd)
+
+    def write(self, b):
+        # BufferedWriter hands over bytes-shaped views: len is their size.
+        if len(b) <= ATOMIC_WRITE:
+            return os.write(self._fd, b)
+        view = memoryview(b).cast("B")
+        n = ATOMIC_WRITE
+        while n > 0 and view[n] & 0xC0 == 0x80:
+            n -= 1
+        if n == 0:  # no character starts in the first ATOMIC_WRITE bytes
+            n = ATOMIC_WRITE
+        return os.write(self._fd, view[:n])
+
+
+def _whole_char_text(stream, fd):
+    """A line-buffered text stream on fd like stream, over _WholeCharWriter."""
+    raw = _WholeCharWriter(fd, stream)
+    return io.TextIOWrapper(
+        io.BufferedWriter(raw),
+        encoding=getattr(stream, "encoding", None) or "utf-8",
+        errors=getattr(stream, "errors", None) or "strict",
+        newline="\n",
+        line_buffering=True,
+    )
+
+
+class _LinecacheWatch(object):
+    """A meta path finder that shares the open cell's lines with linecache
+    the moment linecache is first imported.
+
+    The first warning of a fresh kernel imports linecache itself, after its
+    cell compiled, and would otherwise find no lines for <cell>. It finds
+    linecache like the finders after it, and leaves once it has.
+    """
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "linecache":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if getattr(spec.loader, "exec_module", None) is not None:
+            spec.loader = _SharingLoader(spec.loader, self._kernel)
+        return spec
+
+
+class _SharingLoader(object):
+    """linecache's own loader, sharing the cell's lines once it ran."""
+
+    def __init__(self, loader, kernel):
+        self._loader = loader
+        self._kernel = kernel
+
+    def create_module(self, spec):
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader
+        spec = getattr(module, "__spec__", None)
+        if spec is not None:
+            spec.loader = self._loader
+        self._kernel._share_cell_lines()
+
+
 class _Pipe(object):
     """One capture pipe: its read end and the lock its readers share."""
 
@@ -404,7 +510,7 @@ class Kernel(object):
         self.generation = 0
         self.base_cwd = None
         self.bells = None
-        self.pipes = ()
+        self.pipe = None
         self.sources = {}
         self.cell_lines = None
         self.requests = None
@@ -424,10 +530,12 @@ class Kernel(object):
         self.requests = sys.stdin
         self._refuse_input()
         self._setup_descriptors()
-        for pipe in self.pipes:
-            threading.Thread(target=self._drain, args=(pipe,), name="lemon-drain-" + pipe.name, daemon=True).start()
+        threading.Thread(target=self._drain, args=(self.pipe,), name="lemon-drain", daemon=True).start()
         self._install_thread_tagging()
         self._make_namespace()
+        self._hide_runner_path()
+        if "linecache" not in sys.modules:
+            sys.meta_path.insert(0, _LinecacheWatch(self))
         try:
             _signal.signal(_signal.SIGINT, _signal.default_int_handler)
         except (OSError, ValueError):
@@ -471,16 +579,17 @@ class Kernel(object):
                 stream.flush()
             except Exception:
                 pass
-        pipes = []
-        for name, target in (("stdout", 1), ("stderr", 2)):
-            read_end, write_end = os.pipe()
-            os.dup2(write_end, target)
-            os.close(write_end)
-            os.set_blocking(read_end, False)
-            pipes.append(_Pipe(name, read_end))
-        self.pipes = tuple(pipes)
-        self.stdout = _TaggedText(self, sys.stdout)
-        self.stderr = _TaggedText(self, sys.stderr)
+        # One pipe behind fd 1 and fd 2, as a per-call run has: what the
+        # cell, its threads and its children write comes back in the order
+        # it was written, which two pipes drained apart cannot keep.
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        os.set_blocking(read_end, False)
+        self.pipe = _Pipe("stdout", read_end)
+        self.stdout = _TaggedText(self, _whole_char_text(sys.stdout, 1))
+        self.stderr = _TaggedText(self, _whole_char_text(sys.stderr, 2))
         # __stdout__ and __stderr__ too: code that "restores" sys.stdout
         # from them keeps its writes attributed by thread.
         sys.stdout = sys.__stdout__ = self.stdout
@@ -519,6 +628,14 @@ class Kernel(object):
         self.namespace = module.__dict__
         self.cell_module = module
         sys.modules["__main__"] = module
+
+    @staticmethod
+    def _hide_runner_path():
+        # A cell sees what the interactive interpreter shows, not where the
+        # host staged the runner (docs/decisions.md).
+        sys.argv = [""]
+        if hasattr(sys, "orig_argv"):
+            sys.orig_argv = sys.orig_argv[:1]
 
     def _after_fork_in_child(self):
         # A forked child must never speak for the kernel, and locks held by
@@ -639,19 +756,18 @@ class Kernel(object):
     # -- cells (kernel.md §7.3) --
 
     def _open_cell(self, cell_id, generation):
-        out, err = self.pipes
-        with self.gate, out.lock, err.lock:
+        pipe = self.pipe
+        with self.gate, pipe.lock:
             # Whatever is still unread was written before this cell opened:
-            # it belongs to no open cell (ruling 7).
-            for pipe in self.pipes:
-                self._drain_now(pipe, deliver=False, limit=LATE_DRAIN_BYTES)
+            # it belongs to no open cell (docs/decisions.md).
+            self._drain_now(pipe, deliver=False, limit=LATE_DRAIN_BYTES)
             with self.wlock:
                 self._write_locked(self._encode({"v": PROTOCOL_VERSION, "type": "started", "id": cell_id}))
                 self.open_id = cell_id
                 self.open_gen = generation
 
     def _close_cell(self, cell_id):
-        out, err = self.pipes
+        pipe = self.pipe
         # Streams a cell installed may hold locks of their own around writes
         # to the kernel's wrappers, which wait for the gate: they are
         # flushed before the gate is taken, the wrappers under it.
@@ -663,9 +779,8 @@ class Kernel(object):
                 except Exception:
                     pass
             deadline = time.monotonic() + MAX_QUIESCE_SECONDS
-            with out.lock, err.lock:
-                for pipe in self.pipes:
-                    self._drain_now(pipe, deliver=True, deadline=deadline)
+            with pipe.lock:
+                self._drain_now(pipe, deliver=True, deadline=deadline)
                 with self.wlock:
                     self.open_id = None
                     self.open_gen = None

@@ -11,7 +11,9 @@ B = lt._BRIDGE
 helpers = lt.__file__
 workspace = os.path.dirname(helpers)
 root = os.path.dirname(workspace)
-secrets = [B.token, B.dir, os.path.dirname(B.dir), helpers, workspace, os.path.abspath(sys.argv[0]), root]
+secrets = [B.token, B.dir, os.path.dirname(B.dir), helpers, workspace, root]
+if sys.argv[0]:  # a session cell's is empty
+    secrets.append(os.path.abspath(sys.argv[0]))
 secrets += [os.path.realpath(s) for s in secrets if s.startswith("/")]
 secrets = sorted(set(secrets), key=len, reverse=True)
 with open("secrets.json", "w") as f:
@@ -28,14 +30,11 @@ out.flush()
 time.sleep(0.05)
 out.write(B.dir[half:] + "\n")
 out.flush()
-# ... and across stdout and stderr, where they are one stream: a kernel's
-# stdout and stderr are two pipes, drained apart, so their bytes need not
-# be adjacent in what the model reads.
-if not sys.argv[0].endswith("runner.py"):
-    out.write("streams " + root[:half])
-    out.flush()
-    sys.stderr.write(root[half:] + "\n")
-    sys.stderr.flush()
+# ... and across stdout and stderr, which share one pipe in both modes.
+out.write("streams " + root[:half])
+out.flush()
+sys.stderr.write(root[half:] + "\n")
+sys.stderr.flush()
 
 for s in secrets:
     print("print", s)
