@@ -1,0 +1,4 @@
+# known: UserWarning: careful
+import warnings
+warnings.warn("careful")
+print("warned")

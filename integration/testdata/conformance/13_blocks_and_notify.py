@@ -1,0 +1,3 @@
+notify("halfway")
+text("first block")
+text("second block")

@@ -1,0 +1,2 @@
+# known: the file's text
+text(read("data.txt"))

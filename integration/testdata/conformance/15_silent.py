@@ -1,0 +1,2 @@
+# known: (script produced no output)
+x = 41

@@ -1,0 +1,3 @@
+# known: SyntaxError
+def broken(:
+    pass
