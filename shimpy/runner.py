@@ -7,9 +7,10 @@ writes (print, C extensions, subprocesses) lands in one capture pipe, fd 1
 and fd 2 alike, as in a per-call run, so it keeps the order it was written
 in; a drainer thread turns it into base64 stream frames of the open cell,
 so bytes shaped like frames reach the host only as payload. Standard
-library only; kernel.md §6 and §7 describe the protocol this program speaks.
+library only; kernelworker/protocol.go is the host's side of the protocol
+this program speaks.
 
-Output attribution (design.md ruling 7). Every thread is tagged at
+Output attribution. Every thread is tagged at
 construction with the generation (1, 2, ...) of the cell that made it: its
 creator's tag, or the open cell's when the creator is untagged; the main
 thread stays untagged. There are two kinds of writes, attributed differently:
@@ -518,7 +519,7 @@ class Kernel(object):
         self.active_threads = getattr(threading, "_active", {})
         self.get_ident = _thread.get_ident
 
-    # -- start-up (kernel.md §7.1, §7.2) --
+    # -- start-up --
 
     def start(self):
         here = os.path.dirname(self.runner_real)
@@ -753,7 +754,7 @@ class Kernel(object):
             except Exception:
                 pass
 
-    # -- cells (kernel.md §7.3) --
+    # -- cells --
 
     def _open_cell(self, cell_id, generation):
         pipe = self.pipe
@@ -876,7 +877,7 @@ class Kernel(object):
             reason = getattr(exc, "strerror", None) or str(exc)
             raise RuntimeError("cell cwd is no longer accessible: %s (%s)" % (cwd, reason)) from None
 
-    # -- the helper bridge (kernel.md §7.6, bridge.md §4.8) --
+    # -- the helper bridge --
 
     def _install_bridge(self, bridge, generation):
         if not isinstance(bridge, dict):
@@ -942,7 +943,7 @@ class Kernel(object):
         with lock:
             module._BRIDGE = None
 
-    # -- exception frames (kernel.md §7.4) --
+    # -- exception frames --
 
     def _report(self, cell_id, exc):
         try:
@@ -1084,7 +1085,7 @@ class Kernel(object):
         if extra > 0:
             out.append("  [Previous line repeated %d more time%s]\n" % (extra, "s" if extra > 1 else ""))
 
-    # -- the request loop (kernel.md §7.1) --
+    # -- the request loop --
 
     def serve(self):
         self.start()
