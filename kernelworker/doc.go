@@ -5,12 +5,13 @@
 // Starting: a Spawner forks every child from one pinned OS thread, with its
 // own session and a parent-death SIGKILL, so a host killed with SIGKILL
 // takes its interpreters with it. The child is first this very binary
-// (re-executed through /proc/self/exe and recognised in this package's
-// init), which marks every descriptor beyond python's own close-on-exec
+// (re-executed through /proc/self/exe and recognised in the init of
+// internal/reexec), which marks every descriptor beyond python's own close-on-exec
 // (whatever the host inherited without it), resets SIGINT to default,
 // sets the rlimits of Limits with raw syscalls (RLIMIT_AS last, nothing
 // allocated after the first one) and execs python. ResolvePython picks the
-// interpreter (bridge.md §1.3 step 6). The parent-death signal does not
+// interpreter: the configured one, else the first real python3 on PATH
+// that is not a version manager's shim. The parent-death signal does not
 // reach python's children (it is cleared on fork), so each Spawner also
 // keeps a guard: the same binary re-executed in its own session, told
 // every child's session id and the host's staging roots over a pipe,
@@ -31,9 +32,9 @@
 // sanitizes the stream, scrubs it with the run's Scrubber (host paths and
 // token to canonical names, before anything is cut), keeps a bounded copy
 // (the first 40 % and a rolling last 60 % of max_output_bytes) and spills
-// the rest to a private file up to its cap. A kernel's two streams are
-// captured as two lanes, each holding back its own unfinished character
-// or pattern. KilledBy and LimitHeadline explain a death for the result.
+// the rest to a private file up to its cap. A kernel's fd 1 and fd 2
+// share one pipe too, so its cells' output is one stream, captured the
+// same way. KilledBy and LimitHeadline explain a death for the result.
 //
 // Kernels (kernel.md §4–§6): Start boots one python3 running the staged
 // runner.py in a private workspace, with requests on fd 0, the runner's

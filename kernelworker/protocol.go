@@ -83,8 +83,9 @@ type Frame struct {
 	Kind, Name, Message, Traceback string
 	// Reason is fatal's optional reason.
 	Reason string
-	// Dropped is done's optional count of late-output bytes the runner
-	// dropped because threads of earlier cells wrote them (ruling 7).
+	// Dropped is done's optional count of output bytes the runner dropped
+	// as no cell's: written by threads of earlier cells, or read while no
+	// cell was open.
 	Dropped int
 }
 

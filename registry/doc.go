@@ -18,9 +18,10 @@
 // 6): a kernel left without owners is stopped at once. Otherwise the
 // registry ends the departing owner's leases, which cancels each lease's
 // Context; a worker treats a cell whose Execute.Ctx is done as abandoned
-// by its caller (kernel.md §4.7): a queued cell leaves the queue and the
-// kernel is kept, while an active cell is cancelled and the kernel
-// discarded. The worker, whose queue is the only exact record of which
+// by its caller: a queued cell leaves the queue and the kernel is kept,
+// while an active cell is cancelled and the kernel discarded (and with it
+// every cell queued behind it, other owners' included, which are answered
+// kernel_discarded). The worker, whose queue is the only exact record of which
 // cell is active, thus decides between the two; the registry decides only
 // whether a kernel stops because nobody owns it. For this to hold, callers
 // must pass Allocation.Lease.Context() (or a context derived from it) as
