@@ -111,6 +111,8 @@ type Runtime struct {
 	metrics     *introspect.Metrics
 	// reapInterval is how often the registry looks for idle kernels.
 	reapInterval time.Duration
+	// now is the spill reaper's clock.
+	now func() time.Time
 
 	privateNets bool
 	// helperSource is the unconfigured shim a new kernel stages; it
@@ -137,7 +139,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{cfg: cfg, log: zerolog.Nop(), wakeups: true, approver: denyAll,
-		journalSize: introspect.DefaultJournalSize, reapInterval: defaultReapInterval}
+		journalSize: introspect.DefaultJournalSize, reapInterval: defaultReapInterval, now: time.Now}
 	for _, o := range opts {
 		o(r)
 	}

@@ -92,6 +92,10 @@ func (r *Runtime) newSpill() (*os.File, error) {
 	}
 	root := r.roots.spill
 	r.mu.Unlock()
+	// A long-lived host reaps what expired since the last window (at most
+	// one per SpillTTL) as it spills again; the check costs a lock and a
+	// clock read.
+	root.ReapSpills(r.now())
 	return root.NewSpill()
 }
 
@@ -117,7 +121,7 @@ func (r *Runtime) openRoot(dir string) (*privatetmp.Root, error) {
 		return nil, err
 	}
 	privatetmp.SweepStaleRoots(filepath.Dir(root.Path()), root, &r.log)
-	root.ReapSpills(time.Now())
+	root.ReapSpills(r.now())
 	return root, nil
 }
 
