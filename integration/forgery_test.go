@@ -185,26 +185,35 @@ func TestAPerCallRunCannotForgeAnotherRunsResultOrHeadline(t *testing.T) {
 	assert.Equal(t, counts["text"]+counts["notify"]+counts["exception"], deniedCount(rec))
 }
 
+// tokenSearch defines token_found(tops): where the run's bridge token
+// shows up, in the files under tops, /proc/self's environ and cmdline,
+// or os.environ.
+const tokenSearch = `
+import os, lemon_tools
+def token_found(tops):
+    token = lemon_tools._BRIDGE.token.encode()
+    found = []
+    for top in tops:
+        for dirpath, _, files in os.walk(top):
+            for name in files:
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    if token in f.read():
+                        found.append(name)
+    for name in ("environ", "cmdline"):
+        with open("/proc/self/" + name, "rb") as f:
+            if token in f.read():
+                found.append(name)
+    if any(token.decode() in v for v in os.environ.values()):
+        found.append("os.environ")
+    return found
+`
+
 // A script finds its token in no file of its workspace, not in its
 // environment and not in /proc/self, yet its helpers work.
 func TestAPerCallScriptFindsItsTokenInNoFileOrEnvironment(t *testing.T) {
 	e := newEnv(t, map[string]string{"a.txt": "alpha\n"})
-	res := e.run(`
-import os, lemon_tools
-token = lemon_tools._BRIDGE.token.encode()
-workspace = os.path.dirname(os.path.abspath(lemon_tools.__file__))
-found = []
-for dirpath, _, files in os.walk(workspace):
-    for name in files:
-        with open(os.path.join(dirpath, name), "rb") as f:
-            if token in f.read():
-                found.append(name)
-for name in ("environ", "cmdline"):
-    with open("/proc/self/" + name, "rb") as f:
-        if token in f.read():
-            found.append(name)
-if any(token.decode() in v for v in os.environ.values()):
-    found.append("os.environ")
+	res := e.run(tokenSearch + `
+found = token_found([os.path.dirname(os.path.abspath(lemon_tools.__file__))])
 text(repr(found))
 text(read("a.txt"))
 `)
@@ -237,22 +246,9 @@ b.publish("text", 4, '{"n": 4, "text": "a"}')
 func TestASessionCellFindsItsTokenInNoFileOrEnvironment(t *testing.T) {
 	e := sessionEnv(t, map[string]string{"a.txt": "alpha\n"})
 	o := e.attach("s1")
-	res := e.cell(o, `
-import errno, os, lemon_tools
-token = lemon_tools._BRIDGE.token.encode()
-found = []
-for top in (os.path.dirname(os.path.abspath(lemon_tools.__file__)), os.path.dirname(lemon_tools._BRIDGE.dir)):
-    for dirpath, _, files in os.walk(top):
-        for name in files:
-            with open(os.path.join(dirpath, name), "rb") as f:
-                if token in f.read():
-                    found.append(name)
-for name in ("environ", "cmdline"):
-    with open("/proc/self/" + name, "rb") as f:
-        if token in f.read():
-            found.append(name)
-if any(token.decode() in v for v in os.environ.values()):
-    found.append("os.environ")
+	res := e.cell(o, tokenSearch+`
+import errno
+found = token_found([os.path.dirname(os.path.abspath(lemon_tools.__file__)), os.path.dirname(lemon_tools._BRIDGE.dir)])
 try:
     os.close(os.open("/proc/self/fd/0", os.O_WRONLY))
     reopened = "reopened"

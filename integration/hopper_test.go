@@ -3,16 +3,15 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // hopper is a script fragment that forks a child which keeps moving to a
@@ -44,15 +43,6 @@ text("hopping")
 `, lock)
 }
 
-// lockFree reports whether nobody holds an flock on path.
-func lockFree(t *testing.T, path string) bool {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
-}
-
 // A per-call run whose child hops from group to group while it forks
 // returns only once that child's every generation is dead: after a
 // normal exit as after a timeout.
@@ -70,7 +60,7 @@ func TestPerCallHopperIsDeadWhenTheResultReturns(t *testing.T) {
 			lock := filepath.Join(e.root, "hopper.lock")
 			res := e.run(hopper(lock)+tc.tail, tc.timeoutMS)
 			left := scriptProcesses(e.mark)
-			free := lockFree(t, lock)
+			free := proctest.LockFree(t, lock)
 			require.Equal(t, []string{"hopping"}, res.Blocks, res.Text())
 			assert.Equal(t, tc.killedBy, res.Details.KilledBy)
 			assert.True(t, free, "a generation of the hopper outlived the result")
@@ -101,12 +91,12 @@ func TestSessionHopperIsDeadWhenTheKernelEnds(t *testing.T) {
 			if tc.timeout {
 				// The timed-out cell's result comes once its kernel is
 				// gone, and with it every generation.
-				free := lockFree(t, lock)
+				free := proctest.LockFree(t, lock)
 				assert.Equal(t, "timeout", res.Details.KilledBy)
 				assert.True(t, free, "a generation of the hopper outlived the timed-out cell's result")
 			} else {
 				assert.True(t, boolp(res.Details.StateRetained))
-				assert.False(t, lockFree(t, lock), "the hopper lives with its kernel")
+				assert.False(t, proctest.LockFree(t, lock), "the hopper lives with its kernel")
 				require.NoError(t, o.Detach(context.Background()))
 			}
 			// The kernel has ended once it is neither live nor stopping.
@@ -114,7 +104,7 @@ func TestSessionHopperIsDeadWhenTheKernelEnds(t *testing.T) {
 				return s.Capacity.Live == 0 && s.Phases["stopping"] == 0 && s.Phases["unreachable"] == 0
 			})
 			left := scriptProcesses(e.mark)
-			assert.True(t, lockFree(t, lock), "a generation of the hopper outlived its kernel")
+			assert.True(t, proctest.LockFree(t, lock), "a generation of the hopper outlived its kernel")
 			assert.Empty(t, left, "no process of the kernel may outlive it")
 		})
 	}

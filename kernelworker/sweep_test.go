@@ -42,15 +42,6 @@ print("hopping", flush=True)
 time.sleep(float(sys.argv[1]))
 `
 
-// lockFree reports whether nobody holds an flock on path.
-func lockFree(t *testing.T, path string) bool {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
-}
-
 // A descendant hopping from group to group while it forks is dead by the
 // time the process is Done, whether python exits by itself or is killed
 // (a timeout's or a cancel's way).
@@ -67,12 +58,12 @@ func TestSessionHopperIsDeadWhenTheProcessIsDone(t *testing.T) {
 			require.True(t, out.waitFor("hopping\n", hangGuard), "output: %q", out.String())
 			sid := p.Pid()
 			t.Cleanup(func() { reapSession(t, sid) })
-			require.False(t, lockFree(t, lock), "the hopper holds its lock")
+			require.False(t, proctest.LockFree(t, lock), "the hopper holds its lock")
 			if tc.kill {
 				p.Kill()
 			}
 			waitDone(t, p)
-			assert.True(t, lockFree(t, lock), "no generation of the hopper may outlive Done")
+			assert.True(t, proctest.LockFree(t, lock), "no generation of the hopper may outlive Done")
 			assert.Empty(t, proctest.InSession(sid), "no member of python's session may outlive Done")
 		})
 	}

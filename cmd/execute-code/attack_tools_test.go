@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,20 +30,7 @@ func runPeak(t *testing.T, root, script string, args ...string) (res toolResult,
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	require.NoError(t, cmd.Start())
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var err error
-poll:
-	for {
-		if kb, ok := peakRSS(cmd.Process.Pid); ok {
-			peakKiB = kb
-		}
-		select {
-		case err = <-waited:
-			break poll
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	peakKiB, err := waitPeakRSS(cmd)
 	require.NoError(t, err, "stdout %s\nstderr %s", out.String(), errb.String())
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
 	return res, peakKiB

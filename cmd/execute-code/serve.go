@@ -271,7 +271,12 @@ func (s *server) execute(ctx context.Context, id json.RawMessage, a executeArgs)
 		defer s.inflight.Done()
 		defer queued() // placed or not, the next request may go
 		notify := func(msg string) { s.out.send(map[string]any{"id": idValue(id), "notify": msg}) }
-		res, err := s.executeCall(ctx, params, executecode.Call{Notify: notify, Owner: owner, ApprovalTag: id, Queued: queued})
+		call, err := executecode.CallFromParams(params)
+		var res executecode.Result
+		if err == nil {
+			call.Notify, call.Owner, call.ApprovalTag, call.Queued = notify, owner, id, queued
+			res, err = s.rt.Execute(ctx, call)
+		}
 		if err != nil {
 			s.out.send(errorAnswer(id, err.Error()))
 			return
@@ -283,17 +288,6 @@ func (s *server) execute(ctx context.Context, id json.RawMessage, a executeArgs)
 		// No session scope: the call runs isolated (missing_session_scope).
 		go run(nil, func() {})
 	}
-}
-
-// executeCall runs the tool's parameters as base, which brings the rest
-// of the call (notify, owner, approval tag, queued).
-func (s *server) executeCall(ctx context.Context, params map[string]any, base executecode.Call) (executecode.Result, error) {
-	call, err := executecode.CallFromParams(params)
-	if err != nil {
-		return executecode.Result{}, err
-	}
-	call.Notify, call.Owner, call.ApprovalTag, call.Queued = base.Notify, base.Owner, base.ApprovalTag, base.Queued
-	return s.rt.Execute(ctx, call)
 }
 
 func (s *server) snapshot(id json.RawMessage) {

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,41 +18,7 @@ import (
 // port of its choosing; it returns the /metrics address serve printed.
 func startServeWithMetrics(t *testing.T) (*serveProc, string) {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--root", t.TempDir(), "--metrics-addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
-	in, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	errPipe, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	p := &serveProc{t: t, cmd: cmd, in: in, lines: make(chan map[string]any, 1000)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) != nil {
-				m = map[string]any{"unparseable": sc.Text()}
-			}
-			p.lines <- m
-		}
-	}()
-	t.Cleanup(func() {
-		_ = p.in.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Error("serve did not exit after end of input")
-		}
-	})
-	stderr := bufio.NewReader(errPipe)
+	p, stderr := launchServe(t, t.TempDir(), nil, true, "--metrics-addr", "127.0.0.1:0")
 	line, err := stderr.ReadString('\n')
 	require.NoError(t, err)
 	const prefix = "execute-code serve: metrics at "

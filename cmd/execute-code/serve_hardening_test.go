@@ -251,21 +251,7 @@ func TestRunFloodKeepsTheHostsPeakMemoryBounded(t *testing.T) {
 			// The host's own peak, polled while it lives: the rusage of a
 			// child forked from this (large) test process would count this
 			// process's memory as the child's.
-			var hwm int64
-			waited := make(chan error, 1)
-			go func() { waited <- cmd.Wait() }()
-			var err error
-		poll:
-			for {
-				if kb, ok := peakRSS(cmd.Process.Pid); ok {
-					hwm = kb
-				}
-				select {
-				case err = <-waited:
-					break poll
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
+			hwm, err := waitPeakRSS(cmd)
 			elapsed := time.Since(start)
 			require.NoError(t, err, out.String())
 			var res struct {
@@ -289,6 +275,23 @@ func TestRunFloodKeepsTheHostsPeakMemoryBounded(t *testing.T) {
 }
 
 // peakRSS reads a live process's VmHWM in KiB.
+// waitPeakRSS waits for cmd, polling its peak RSS (KiB) while it lives.
+func waitPeakRSS(cmd *exec.Cmd) (int64, error) {
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var peak int64
+	for {
+		if kb, ok := peakRSS(cmd.Process.Pid); ok {
+			peak = kb
+		}
+		select {
+		case err := <-waited:
+			return peak, err
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 func peakRSS(pid int) (int64, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {

@@ -30,12 +30,26 @@ func startServe(t *testing.T, args ...string) *serveProc {
 // startServeIn starts serve with its staging under tmp and extra env.
 func startServeIn(t *testing.T, tmp string, env []string, args ...string) *serveProc {
 	t.Helper()
+	p, _ := launchServe(t, tmp, env, false, args...)
+	return p
+}
+
+// launchServe starts serve with its staging under tmp and extra env; with
+// withStderr it also returns serve's stderr, which the caller must drain.
+func launchServe(t *testing.T, tmp string, env []string, withStderr bool, args ...string) (*serveProc, *bufio.Reader) {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--root", t.TempDir()}, args...)...)
 	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp), env...)
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
+	var stderr *bufio.Reader
+	if withStderr {
+		errPipe, err := cmd.StderrPipe()
+		require.NoError(t, err)
+		stderr = bufio.NewReader(errPipe)
+	}
 	require.NoError(t, cmd.Start())
 	p := &serveProc{t: t, cmd: cmd, in: in, lines: make(chan map[string]any, 1000)}
 	go func() {
@@ -62,7 +76,7 @@ func startServeIn(t *testing.T, tmp string, env []string, args ...string) *serve
 			t.Error("serve did not exit after end of input")
 		}
 	})
-	return p
+	return p, stderr
 }
 
 func (p *serveProc) send(line string) {

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -130,4 +131,18 @@ func InSession(sid int) []int {
 		}
 	})
 	return pids
+}
+
+// LockFree reports whether nobody holds an flock on path: a test whose
+// processes all share one lock (taken once, inherited by fork) learns
+// that every one of them is dead without a /proc listing, which can miss
+// a process that forks and exits while it is read.
+func LockFree(t testing.TB, path string) bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer f.Close()
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
 }
