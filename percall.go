@@ -67,7 +67,9 @@ func (r *Runtime) stage(root *privatetmp.Root, script string, bells bool) (ws wo
 		ws.tokenFD = 5
 	}
 	module := shimpy.RenderPrelude(ws.rpc, ws.tokenFD, r.cfg.Tools, r.cfg.MaxTextBytes, b)
-	if err = privatetmp.WriteFile(ws.base, shimpy.ModuleName+".py", []byte(module)); err != nil {
+	// The script's first line imports the module, whose first statement
+	// waits for the host to apply the limits.
+	if err = privatetmp.WriteFile(ws.base, shimpy.ModuleName+".py", []byte(kernelworker.Bootstrap+module)); err != nil {
 		return ws, err
 	}
 	err = privatetmp.WriteFile(ws.base, "script.py", []byte(shimpy.RenderScript(script, r.cfg.Tools)))

@@ -79,7 +79,8 @@ func boot(opts Options) (k *kernel, err error) {
 	if runner == "" {
 		runner = shimpy.Runner()
 	}
-	if err = privatetmp.WriteFile(k.dir, runnerFile, []byte(runner)); err != nil {
+	// Bootstrap first: nothing of the runner runs before the limits.
+	if err = privatetmp.WriteFile(k.dir, runnerFile, []byte(Bootstrap+runner)); err != nil {
 		return k, fmt.Errorf("stage runner: %w", err)
 	}
 	if opts.HelperSource != "" {

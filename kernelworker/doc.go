@@ -4,20 +4,22 @@
 //
 // Starting: a Spawner forks every child from one pinned OS thread, with its
 // own session and a parent-death SIGKILL, so a host killed with SIGKILL
-// takes its interpreters with it. The child is first this very binary
-// (re-executed through /proc/self/exe and recognised in the init of
-// internal/reexec), which marks every descriptor beyond python's own close-on-exec
-// (whatever the host inherited without it), resets SIGINT to default,
-// sets the rlimits of Limits with raw syscalls (RLIMIT_AS last, nothing
-// allocated after the first one) and execs python. ResolvePython picks the
-// interpreter: the configured one, else the first real python3 on PATH
-// that is not a version manager's shim. The parent-death signal does not
-// reach python's children (it is cleared on fork), so each Spawner also
-// keeps a guard: the same binary re-executed in its own session, told
-// every child's session id and the host's staging roots over a pipe,
-// which kills every process left in those sessions when the pipe reports
-// the host gone, removes what the dead host left in its roots (spills
-// excepted), then exits.
+// takes its interpreters with it. The child is python3 itself: no code of
+// the host binary (no init, no main) runs in any process the runtime
+// starts. python's first statement is Bootstrap, which blocks on a
+// handshake pipe while the host sets the rlimits of Limits on the new pid
+// with prlimit(2) and registers it with the guard; released, it resets
+// SIGINT to python's KeyboardInterrupt handler, closes every descriptor
+// beyond the ones it was given (whatever the host inherited without
+// close-on-exec), checks that its parent is the host and closes the
+// handshake. ResolvePython picks the interpreter: the configured one,
+// else the first real python3 on PATH that is not a version manager's
+// shim. The parent-death signal does not reach python's children (it is
+// cleared on fork), so each Spawner also keeps a guard: python3 -I -S
+// running guard.py in its own session, told every child's session id and
+// the host's staging roots over a pipe, which kills every process left in
+// those sessions when the pipe reports the host gone, removes what the
+// dead host left in its roots (spills excepted), then exits.
 //
 // Stopping: Kill, Signal and Interrupt signal the whole process group;
 // when python itself exits, whatever it left in its group is killed, and
@@ -51,7 +53,6 @@
 // teardown), pump (only NewBells), shimpy (only the runner text) and
 // telemetry. It takes spill files and workspaces through functions and
 // never touches a cell's bridge directory, the registry or any other
-// actor's state. Nothing here allocates after the launcher's first
-// rlimit, and nothing here signals a process group whose leader it has
+// actor's state. Nothing here signals a process group whose leader it has
 // already reaped.
 package kernelworker

@@ -1,6 +1,8 @@
 package kernelworker
 
 import (
+	_ "embed"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"slices"
@@ -8,21 +10,50 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/executecode/executecode/kernelworker/internal/reexec"
 )
 
 // The parent-death signal reaches python but not python's children: the
 // kernel clears it on fork. A host killed with SIGKILL would leave every
 // grandchild running, and its staging root (scripts, the shim and its
-// token) on disk. So each Spawner keeps one guard process beside it: this
-// binary re-executed in its own session, which learns the session id of
+// token) on disk. So each Spawner keeps one guard process beside it:
+// python3 -I -S running guard.py (no host code, no site, no user
+// environment) in its own session, which learns the session id of
 // every live child and the host's staging roots over a pipe and, when the
 // pipe reports end of file without a clean shutdown (the host is gone,
 // however it died), kills every process still in one of those sessions and
 // then removes what the host left in its roots, spills excepted. One guard
 // per host costs one idle process and two small pipe writes per
 // interpreter, instead of a resident supervisor per interpreter.
+
+//go:embed guard.py
+var guardSource string
+
+// guardArgv0 is the guard's argv[0], so ps and a test's leftover check
+// can tell it from the host's interpreters.
+const guardArgv0 = "execute-code-guard"
+
+// The operations of a guard line (guard.py reads them).
+const (
+	guardAdd    = '+' // "+<sid>": a child's session to kill should the host die
+	guardForget = '-' // "-<sid>": the host swept that session itself
+	guardSweep  = '!' // "!<sid>": the host's sweep ran out of time; sweep it there
+	guardRoot   = 'r' // "r<hex path>": a staging root to clean should the host die
+	guardQuit   = 'q' // "q": the host is closing cleanly
+)
+
+func appendGuardLine(b []byte, op byte, sid int) []byte {
+	b = append(b, op)
+	b = strconv.AppendInt(b, int64(sid), 10)
+	return append(b, '\n')
+}
+
+// appendGuardRoot hex-encodes the path, so no byte of it can end the line
+// and the guard decodes it without a quoting grammar.
+func appendGuardRoot(b []byte, root string) []byte {
+	b = append(b, guardRoot)
+	b = hex.AppendEncode(b, []byte(root))
+	return append(b, '\n')
+}
 
 // guardWriteBound is how long a registration may wait for a guard that
 // does not read; after it the guard is replaced.
@@ -51,6 +82,9 @@ type guard struct {
 	// started later, with the first child or as a replacement, gets the
 	// same.
 	env []string
+	// python is the interpreter of the first child, which runs every
+	// guard of this Spawner.
+	python string
 }
 
 // newGuard prepares the host's side; the guard process itself starts with
@@ -60,16 +94,17 @@ func newGuard() *guard {
 	return &guard{
 		live:  map[int]struct{}{},
 		first: make(chan struct{}),
-		env:   append(os.Environ(), reexec.GuardEnv+"=1"),
+		env:   append(os.Environ(), GuardEnv+"=1"),
 	}
 }
 
-// prepare starts the first guard in the background, once: its fork and
-// exec overlap the child's own, and the child's add waits for it (the
-// start holds the lock).
-func (g *guard) prepare() {
+// prepare starts the first guard in the background, once, with python:
+// its fork and exec overlap the child's own, and the child's add waits
+// for it (the start holds the lock).
+func (g *guard) prepare(python string) {
 	g.firstOnce.Do(func() {
 		g.mu.Lock()
+		g.python = python
 		go func() {
 			defer close(g.first)
 			defer g.mu.Unlock()
@@ -97,7 +132,8 @@ func (g *guard) startLocked() error {
 	// holds a pidfd, so killing a replaced guard can never hit a stranger.
 	// argv[1] is the host's pid: the guard removes only roots whose owner
 	// marker names it.
-	proc, err := os.StartProcess(selfExe, []string{reexec.GuardArgv0, strconv.Itoa(os.Getpid())}, &os.ProcAttr{
+	argv := []string{guardArgv0, "-I", "-S", "-c", guardSource, strconv.Itoa(os.Getpid())}
+	proc, err := os.StartProcess(g.python, argv, &os.ProcAttr{
 		Env:   g.env,
 		Files: []*os.File{r, devnull, devnull},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
@@ -114,10 +150,10 @@ func (g *guard) startLocked() error {
 	g.w, g.proc, g.exited = w, proc, exited
 	var msg []byte
 	for id := range g.live {
-		msg = reexec.AppendGuardLine(msg, reexec.GuardAdd, id)
+		msg = appendGuardLine(msg, guardAdd, id)
 	}
 	for _, root := range g.roots {
-		msg = reexec.AppendGuardRoot(msg, root)
+		msg = appendGuardRoot(msg, root)
 	}
 	if len(msg) > 0 {
 		if _, err := w.Write(msg); err != nil {
@@ -147,7 +183,7 @@ func (g *guard) add(sid int) error {
 	if g.closed {
 		return nil
 	}
-	return g.sendLocked(reexec.AppendGuardLine(nil, reexec.GuardAdd, sid), true)
+	return g.sendLocked(appendGuardLine(nil, guardAdd, sid), true)
 }
 
 // remove is called once the child's session was swept and before the
@@ -162,12 +198,12 @@ func (g *guard) remove(sid int, swept bool) {
 	if g.closed {
 		return
 	}
-	op := byte(reexec.GuardForget)
+	op := byte(guardForget)
 	if !swept {
-		op = reexec.GuardSweep
+		op = guardSweep
 	}
 	// A new guard is told only the live sessions anyway.
-	_ = g.sendLocked(reexec.AppendGuardLine(nil, op, sid), false)
+	_ = g.sendLocked(appendGuardLine(nil, op, sid), false)
 }
 
 // addRoot tells the guard about a staging root. It does not start a
@@ -183,7 +219,7 @@ func (g *guard) addRoot(root string) error {
 	if g.closed || g.w == nil {
 		return nil // the guard's start tells it
 	}
-	return g.sendLocked(reexec.AppendGuardRoot(nil, root), true)
+	return g.sendLocked(appendGuardRoot(nil, root), true)
 }
 
 // sendLocked writes line to the guard; when that fails, the guard is
@@ -214,7 +250,7 @@ func (g *guard) close() {
 	g.closed = true
 	if g.w != nil {
 		_ = g.w.SetWriteDeadline(time.Now().Add(guardWriteBound))
-		_, _ = g.w.Write(reexec.AppendGuardQuit(nil))
+		_, _ = g.w.Write([]byte{guardQuit, '\n'})
 		g.w.Close()
 		g.w = nil
 	}

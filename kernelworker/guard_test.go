@@ -12,8 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/executecode/executecode/kernelworker/internal/reexec"
-
 	"github.com/executecode/executecode/internal/proctest"
 )
 
@@ -70,9 +68,8 @@ func TestGuardGetsTheEnvironmentOfTheSpawnersCreation(t *testing.T) {
 	sp.guard.mu.Unlock()
 	var env []byte
 	require.Eventually(t, func() bool {
-		// Until the exec, /proc shows the host's environment.
 		env, _ = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-		return bytes.Contains(env, []byte(reexec.GuardEnv+"=1"))
+		return bytes.Contains(env, []byte(GuardEnv+"=1"))
 	}, hangGuard, 5*time.Millisecond)
 	assert.Contains(t, string(env), "KERNELWORKER_TEST_GUARD_ENV=at-creation\x00")
 }

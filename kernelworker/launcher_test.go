@@ -1,7 +1,9 @@
 package kernelworker
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,8 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-
-	"github.com/executecode/executecode/kernelworker/internal/reexec"
 )
 
 // probeScript reports, as one JSON line, everything the launcher is
@@ -140,17 +140,16 @@ func TestLauncherVariablesNeverReachPython(t *testing.T) {
 	t.Run("host environment", func(t *testing.T) {
 		got, _ := runProbe(t, sp, Limits{})
 		assert.Equal(t, "inherited", got.Env["KERNELWORKER_TEST_MARK"], "nil Env means os.Environ()")
-		assert.NotContains(t, got.Env, reexec.LauncherEnv)
-		assert.NotContains(t, got.Env, reexec.LauncherSpecEnv)
+		assert.NotContains(t, got.Env, HandshakeEnv)
+		assert.NotContains(t, got.Env, GuardEnv)
 	})
 	t.Run("explicit environment", func(t *testing.T) {
-		env := []string{"PATH=" + os.Getenv("PATH"), "ONLY=this", reexec.LauncherEnv + "=smuggled", reexec.GuardEnv + "=1"}
+		env := []string{"PATH=" + os.Getenv("PATH"), "ONLY=this", HandshakeEnv + "=9:1", GuardEnv + "=1"}
 		got, _ := runProbe(t, sp, Limits{MemoryMB: 2048}, func(c *Command) { c.Env = env })
 		assert.Equal(t, "this", got.Env["ONLY"])
 		assert.NotContains(t, got.Env, "KERNELWORKER_TEST_MARK", "explicit Env replaces the host's")
-		assert.NotContains(t, got.Env, reexec.LauncherEnv)
-		assert.NotContains(t, got.Env, reexec.LauncherSpecEnv)
-		assert.NotContains(t, got.Env, reexec.GuardEnv)
+		assert.NotContains(t, got.Env, HandshakeEnv, "a smuggled handshake is replaced, and removed before user code")
+		assert.NotContains(t, got.Env, GuardEnv)
 	})
 }
 
@@ -203,8 +202,8 @@ for i in range(50):
 }
 
 func TestAddressSpaceLimitOf256MiBStillStartsPython(t *testing.T) {
-	// Trap 1: a Go launcher that set RLIMIT_AS and then allocated would
-	// die before python ran.
+	// The limit is applied to a started interpreter, which must still run
+	// its program under it.
 	sp := newSpawner(t)
 	out, st := runPython(t, sp, Limits{MemoryMB: 256}, "print('started')")
 	assert.Equal(t, 0, st.Code, out)
@@ -256,27 +255,27 @@ except OSError as e:
 	assert.Equal(t, KilledByFsizeLimit, KilledBy(st, lim, "OSError", 27, false, false))
 }
 
-func TestLauncherReportsExecFailure(t *testing.T) {
+// An interpreter that cannot be executed fails the start itself, with
+// the reason, and leaves no process behind.
+func TestStartReportsExecFailure(t *testing.T) {
 	sp := newSpawner(t)
 	notExec := filepath.Join(t.TempDir(), "python3")
 	require.NoError(t, os.WriteFile(notExec, []byte("not a program"), 0o644))
 
 	tests := []struct {
-		name, path, want string
-		code             int
+		name, path string
+		want       error
 	}{
-		{"missing interpreter", filepath.Join(t.TempDir(), "missing"), "execute-code launcher: exec failed errno=2\n", 127},
-		{"not executable", notExec, "execute-code launcher: exec failed errno=13\n", 126},
+		{"missing interpreter", filepath.Join(t.TempDir(), "missing"), syscall.ENOENT},
+		{"not executable", notExec, syscall.EACCES},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, st := runPython(t, sp, Limits{MemoryMB: 256}, "", func(c *Command) {
-				c.Path = tc.path
-				c.Args = nil
-			})
-			assert.Equal(t, tc.code, st.Code)
-			assert.False(t, st.Signaled)
-			assert.Equal(t, tc.want, out)
+			p, err := sp.Start(context.Background(), Command{Path: tc.path, Limits: Limits{MemoryMB: 256}})
+			require.Error(t, err)
+			assert.Nil(t, p)
+			assert.True(t, errors.Is(err, tc.want), "%v", err)
+			assert.Contains(t, err.Error(), tc.path)
 		})
 	}
 }

@@ -8,10 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Limits are the rlimits the launcher sets on python before exec. Zero
-// leaves a limit as inherited. A limit above the host's own hard limit is
-// lowered to it: only CAP_SYS_RESOURCE could raise it, and the launcher
-// must not fail where the host's operator has been stricter.
+// Limits are the rlimits the Spawner sets on python before its first
+// statement (see Bootstrap). Zero leaves a limit as inherited. A limit
+// above the inherited hard limit is lowered to it: only CAP_SYS_RESOURCE
+// could raise it, and a start must not fail where the host's operator has
+// been stricter.
 type Limits struct {
 	// CPUSeconds is RLIMIT_CPU's soft limit. The hard limit is one second
 	// more, so SIGXCPU arrives first and SIGKILL follows if python catches

@@ -66,7 +66,7 @@ func helperHost() int {
 	ready := newSyncBuffer()
 	_, err := sp.Start(context.Background(), Command{
 		Path:   os.Getenv(helperPythonEnv),
-		Args:   []string{"-c", helperScript},
+		Args:   []string{"-c", Bootstrap + helperScript},
 		Output: ready,
 	})
 	if err != nil {
@@ -154,7 +154,7 @@ func newSpawner(t *testing.T) *Spawner {
 func startPython(t *testing.T, sp *Spawner, lim Limits, script string, extra ...func(*Command)) (*Process, *syncBuffer) {
 	t.Helper()
 	out := newSyncBuffer()
-	cmd := Command{Path: findPython(t), Args: []string{"-c", script}, Limits: lim, Output: out}
+	cmd := Command{Path: findPython(t), Args: []string{"-c", Bootstrap + script}, Limits: lim, Output: out}
 	for _, f := range extra {
 		f(&cmd)
 	}

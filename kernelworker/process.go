@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/executecode/executecode/kernelworker/internal/reexec"
+	"github.com/executecode/executecode/kernelworker/internal/sweep"
 )
 
 // drainBound is how long output is still read once python's whole session
@@ -40,8 +40,8 @@ type ExitStatus struct {
 	StopRequested bool
 }
 
-// Process is one running python3 (its launcher has become python: same
-// pid). It leads its own session and process group, whose id is its pid.
+// Process is one running python3, started directly by the Spawner. It
+// leads its own session and process group, whose id is its pid.
 type Process struct {
 	pid        int
 	forks0     uint64                    // ForkCount before the fork; 0 if unknown
@@ -169,7 +169,7 @@ func (p *Process) wait(pidc <-chan int) {
 		// Done, so no run or kernel ends with one left. Only the zombie
 		// pins the session id, so without it no sweep is safe. Outside
 		// the lock: Kill and Alive must not wait for /proc passes.
-		swept = reexec.KillSession(pid, p.forks0, sessionSweepBound).Complete
+		swept = sweep.KillSession(pid, p.forks0, sessionSweepBound).Complete
 	}
 
 	p.mu.Lock()

@@ -2,7 +2,6 @@ package kernelworker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,15 +12,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/executecode/executecode/kernelworker/internal/reexec"
+	"github.com/executecode/executecode/kernelworker/internal/sweep"
 )
 
 // ErrClosed is returned by Start once the Spawner is closed.
 var ErrClosed = errors.New("spawner closed")
-
-// selfExe re-executes the running binary, whatever its name or whether it
-// was replaced on disk since.
-const selfExe = "/proc/self/exe"
 
 // Command describes one python3 child.
 type Command struct {
@@ -57,8 +52,7 @@ type Command struct {
 // Spawner starts every child from one OS thread that stays alive until
 // Close. SysProcAttr.Pdeathsig fires when the *thread* that forked the
 // child exits, and Go retires threads at will, so only a pinned thread
-// makes "the host died" the one event that kills the children
-// (launcher-notes §5).
+// makes "the host died" the one event that kills the children.
 type Spawner struct {
 	guard   *guard
 	reqs    chan spawnRequest
@@ -68,6 +62,7 @@ type Spawner struct {
 }
 
 type spawnRequest struct {
+	path  string
 	argv  []string
 	attr  *syscall.ProcAttr
 	reply chan spawnReply
@@ -112,7 +107,7 @@ func (s *Spawner) run(handover chan<- struct{}) {
 		case <-s.quit:
 			return
 		case r := <-s.reqs:
-			pid, err := syscall.ForkExec(selfExe, r.argv, r.attr)
+			pid, err := syscall.ForkExec(r.path, r.argv, r.attr)
 			r.reply <- spawnReply{pid: pid, err: err}
 		}
 	}
@@ -141,10 +136,12 @@ func (s *Spawner) GuardRoot(root string) error {
 	return nil
 }
 
-// Start launches cmd through the launcher (rlimits, own session, SIGINT at
-// default, parent-death signal) and returns once python's launcher is
-// running. ctx bounds only the start: the child lives until it exits or is
-// stopped with Kill or Interrupt.
+// Start starts cmd's interpreter in a session of its own with the
+// parent-death signal set, applies cmd.Limits to it while its Bootstrap
+// waits, registers it with the guard and then lets it run. It returns
+// once python runs; ctx bounds only the start: the child lives until it
+// exits or is stopped with Kill or Interrupt. A failed step kills the
+// child, which has run none of cmd's code, and is named in the error.
 func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if cmd.Path == "" {
 		return nil, errors.New("start python: empty interpreter path")
@@ -158,29 +155,27 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	default:
 	}
 
-	spec, err := json.Marshal(reexec.Spec{
-		ParentPID:        os.Getpid(),
-		Files:            3 + len(cmd.ExtraFiles),
-		CPUSeconds:       cmd.Limits.CPUSeconds,
-		CPUHardUnlimited: cmd.Limits.CPUHardUnlimited,
-		MemoryMB:         cmd.Limits.MemoryMB,
-		FsizeMB:          cmd.Limits.FsizeMB,
-		NProc:            cmd.Limits.NProc,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
-	}
 	env := cmd.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	env = append(reexec.Environ(env, false), reexec.LauncherEnv+"=1", reexec.LauncherSpecEnv+"="+string(spec))
+	// The handshake is the descriptor after the extra files; everything
+	// above it is closed by Bootstrap.
+	hsFD := 3 + len(cmd.ExtraFiles)
+	env = append(Environ(env, cmd.Limits.MemoryMB > 0), handshakeValue(hsFD, os.Getpid()))
 
 	devnull, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: open %s: %w", cmd.Path, os.DevNull, err)
 	}
 	defer unix.Close(devnull)
+	var hs [2]int
+	if err := unix.Pipe2(hs[:], unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("start %s: handshake pipe: %w", cmd.Path, err)
+	}
+	defer unix.Close(hs[0])
+	release := os.NewFile(uintptr(hs[1]), "python-handshake")
+	defer release.Close()
 	var pipe [2]int
 	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("start %s: output pipe: %w", cmd.Path, err)
@@ -223,8 +218,10 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		}
 		files = append(files, f.Fd())
 	}
+	files = append(files, uintptr(hs[0]))
 	req := spawnRequest{
-		argv: append([]string{reexec.LauncherArgv0, cmd.Path}, cmd.Args...),
+		path: cmd.Path,
+		argv: append([]string{cmd.Path}, cmd.Args...),
 		attr: &syscall.ProcAttr{
 			Dir:   cmd.Dir,
 			Env:   env,
@@ -247,10 +244,10 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		}
 		return nil, err
 	}
-	s.guard.prepare()
+	s.guard.prepare(cmd.Path)
 	// Counted before the fork: the end-of-run sweep then knows how many
 	// pids can have been handed out since python's (see KillSession).
-	p.forks0, _ = reexec.ForkCount()
+	p.forks0, _ = sweep.ForkCount()
 	select {
 	case s.reqs <- req:
 	case <-s.quit:
@@ -267,12 +264,24 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		return fail(fmt.Errorf("start %s: %w", cmd.Path, r.err))
 	}
 	p.pid = r.pid
-	// Registered before the waiter learns the pid, so the removal at the
-	// child's end always follows this.
-	guardErr := s.guard.add(r.pid)
-	if guardErr != nil {
-		// Without a guard a host killed with SIGKILL would leave this
-		// child's children running: refuse rather than run unguarded.
+	// python waits on the handshake, so the limits are in force before
+	// its first statement; its unreaped pid cannot name anyone else.
+	stepErr := applyLimits(r.pid, cmd.Limits)
+	if stepErr == nil {
+		// Registered before the waiter learns the pid, so the removal at
+		// the child's end always follows this. Without a guard a host
+		// killed with SIGKILL would leave this child's children running:
+		// refuse rather than run unguarded.
+		if err := s.guard.add(r.pid); err != nil {
+			stepErr = err
+		}
+	}
+	if stepErr == nil {
+		if _, err := release.Write([]byte("1")); err != nil {
+			stepErr = fmt.Errorf("handshake: %w", err)
+		}
+	}
+	if stepErr != nil {
 		_ = unix.Kill(-r.pid, unix.SIGKILL)
 	}
 	go copyOutput(p.out, cmd.Output, p.readerDone)
@@ -280,9 +289,9 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		go copyOutput(errOut, cmd.Stderr, p.errDone)
 	}
 	pidc <- r.pid
-	if guardErr != nil {
+	if stepErr != nil {
 		<-p.done
-		return nil, fmt.Errorf("start %s: %w", cmd.Path, guardErr)
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, stepErr)
 	}
 	return p, nil
 }

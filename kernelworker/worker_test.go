@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,7 +245,7 @@ func TestStagedWorkspaceIsPrivateAndGoneAfterStop(t *testing.T) {
 	assertMode(t, filepath.Join(ws[0], "lemon_tools.py"), 0o600)
 	runner, err := os.ReadFile(filepath.Join(ws[0], "runner.py"))
 	require.NoError(t, err)
-	assert.Equal(t, shimpy.Runner(), string(runner))
+	assert.Equal(t, Bootstrap+shimpy.Runner(), string(runner))
 	helpers, err := os.ReadFile(filepath.Join(ws[0], "lemon_tools.py"))
 	require.NoError(t, err)
 	assert.Equal(t, h.opts.HelperSource, string(helpers), "byte for byte")
@@ -691,12 +692,19 @@ func TestStartupFailuresLeaveNothingBehind(t *testing.T) {
 		require.ErrorIs(t, err, ErrStartupFailed)
 		assert.Empty(t, h.workspaces())
 	})
+	t.Run("missing interpreter", func(t *testing.T) {
+		// The exec is the Spawner's own, so it fails the start itself.
+		h := newKernelHarness(t, func(o *Options) { o.Interpreter = filepath.Join(t.TempDir(), "python3") })
+		_, err := Start(h.system.Root, h.opts)
+		require.ErrorIs(t, err, ErrStartupFailed)
+		require.ErrorIs(t, err, syscall.ENOENT)
+		assert.Empty(t, h.workspaces())
+	})
 
 	dying := []struct {
 		name string
 		mod  func(*Options)
 	}{
-		{"missing interpreter", func(o *Options) { o.Interpreter = filepath.Join(t.TempDir(), "python3") }},
 		{"runner exits before ready", func(o *Options) { o.Runner = "import sys\nsys.exit(1)\n" }},
 		{"runner never ready", func(o *Options) {
 			o.Runner = "import time\ntime.sleep(600)\n"

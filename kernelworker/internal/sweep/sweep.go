@@ -1,4 +1,7 @@
-package reexec
+// Package sweep kills every process of a session, pass after pass over
+// /proc: the host runs it at every interpreter's end. It imports only the
+// standard library and golang.org/x/sys/unix.
+package sweep
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package reexec
+package sweep
 
 import (
 	"bufio"
