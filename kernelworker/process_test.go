@@ -314,16 +314,17 @@ func TestHostDeathTakesPythonAndItsChildrenWithIt(t *testing.T) {
 }
 
 // BenchmarkStartPython measures a full start-to-Done of `python3 -c pass`
-// through the launcher, with every limit set, against the same run
-// started directly; the difference is the launcher's cost.
+// through the Spawner (handshake, every limit set with prlimit, guard
+// registration, Bootstrap), against the same run started directly; the
+// difference is the Spawner's cost.
 func BenchmarkStartPython(b *testing.B) {
 	py := findPython(b)
-	b.Run("launcher", func(b *testing.B) {
+	b.Run("spawner", func(b *testing.B) {
 		sp := NewSpawner()
 		defer sp.Close()
 		lim := Limits{CPUSeconds: 30, MemoryMB: 512, FsizeMB: 50, NProc: 500}
 		for b.Loop() {
-			p, err := sp.Start(context.Background(), Command{Path: py, Args: []string{"-c", "pass"}, Limits: lim})
+			p, err := sp.Start(context.Background(), Command{Path: py, Args: []string{"-c", Bootstrap + "pass"}, Limits: lim})
 			if err != nil {
 				b.Fatal(err)
 			}
