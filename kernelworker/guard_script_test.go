@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/executecode/executecode/internal/privfs"
 )
@@ -120,6 +121,15 @@ func TestGuardKeepsSpillsAndTheMarker(t *testing.T) {
 	assert.ElementsMatch(t, []string{privfs.MarkerName, filepath.Base(spill)}, dirNames(t, root))
 }
 
+// A FIFO planted in a dead root is unlinked, never opened.
+func TestGuardRemovesAPlantedFIFO(t *testing.T) {
+	tmp, root := deadRoot(t, 4242)
+	require.NoError(t, unix.Mkfifo(filepath.Join(root, "lemon-exec-code-BBBBBBBBBB", "rpc", "req-1.json"), 0o600))
+	require.NoError(t, unix.Mkfifo(filepath.Join(root, privfs.SpillPrefix+"-FFFFFFFFFF"), 0o600))
+	assert.Equal(t, "gone", removeDeadRoot(t, root, 4242, 1000))
+	assert.Empty(t, dirNames(t, tmp))
+}
+
 func TestGuardNeverFollowsALinkInADeadRoot(t *testing.T) {
 	_, root := deadRoot(t, 4242)
 	outside := t.TempDir()
@@ -158,6 +168,13 @@ func TestGuardRefusesWhatIsNotTheDeadHostsRoot(t *testing.T) {
 		require.NoError(t, os.Remove(filepath.Join(root, privfs.MarkerName)))
 		require.NoError(t, os.Symlink(other, filepath.Join(root, privfs.MarkerName)))
 		assert.Equal(t, "refused", removeDeadRoot(t, root, 4242, 1000))
+		assert.DirExists(t, filepath.Join(root, "lemon-exec-code-BBBBBBBBBB"))
+	})
+	t.Run("a FIFO for a marker", func(t *testing.T) {
+		_, root := deadRoot(t, 4242)
+		require.NoError(t, os.Remove(filepath.Join(root, privfs.MarkerName)))
+		require.NoError(t, unix.Mkfifo(filepath.Join(root, privfs.MarkerName), 0o600))
+		assert.Equal(t, "refused", removeDeadRoot(t, root, 4242, 1000), "never opened, so never blocked on")
 		assert.DirExists(t, filepath.Join(root, "lemon-exec-code-BBBBBBBBBB"))
 	})
 	t.Run("a malformed marker", func(t *testing.T) {
