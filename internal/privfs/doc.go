@@ -5,7 +5,7 @@
 // privatetmp owns everything else about staging.
 //
 // The guard, which outlives a host killed with SIGKILL and removes what
-// that host left behind, is a python program (kernelworker/guard.py) that
+// that host left behind, is a python program (internal/proc/guard.py) that
 // runs no host code: it repeats these names and the marker's rules, and
 // the two must change together.
 package privfs

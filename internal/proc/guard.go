@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	_ "embed"
@@ -94,7 +94,7 @@ func newGuard() *guard {
 	return &guard{
 		live:  map[int]struct{}{},
 		first: make(chan struct{}),
-		env:   append(os.Environ(), GuardEnv+"=1"),
+		env:   append(os.Environ(), guardEnv+"=1"),
 	}
 }
 

@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	"bytes"
@@ -69,7 +69,7 @@ func TestGuardGetsTheEnvironmentOfTheSpawnersCreation(t *testing.T) {
 	var env []byte
 	require.Eventually(t, func() bool {
 		env, _ = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-		return bytes.Contains(env, []byte(GuardEnv+"=1"))
+		return bytes.Contains(env, []byte(guardEnv+"=1"))
 	}, hangGuard, 5*time.Millisecond)
 	assert.Contains(t, string(env), "KERNELWORKER_TEST_GUARD_ENV=at-creation\x00")
 }

@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	"context"
@@ -140,16 +140,16 @@ func TestLauncherVariablesNeverReachPython(t *testing.T) {
 	t.Run("host environment", func(t *testing.T) {
 		got, _ := runProbe(t, sp, Limits{})
 		assert.Equal(t, "inherited", got.Env["KERNELWORKER_TEST_MARK"], "nil Env means os.Environ()")
-		assert.NotContains(t, got.Env, HandshakeEnv)
-		assert.NotContains(t, got.Env, GuardEnv)
+		assert.NotContains(t, got.Env, handshakeEnv)
+		assert.NotContains(t, got.Env, guardEnv)
 	})
 	t.Run("explicit environment", func(t *testing.T) {
-		env := []string{"PATH=" + os.Getenv("PATH"), "ONLY=this", HandshakeEnv + "=9:1", GuardEnv + "=1"}
+		env := []string{"PATH=" + os.Getenv("PATH"), "ONLY=this", handshakeEnv + "=9:1", guardEnv + "=1"}
 		got, _ := runProbe(t, sp, Limits{MemoryMB: 2048}, func(c *Command) { c.Env = env })
 		assert.Equal(t, "this", got.Env["ONLY"])
 		assert.NotContains(t, got.Env, "KERNELWORKER_TEST_MARK", "explicit Env replaces the host's")
-		assert.NotContains(t, got.Env, HandshakeEnv, "a smuggled handshake is replaced, and removed before user code")
-		assert.NotContains(t, got.Env, GuardEnv)
+		assert.NotContains(t, got.Env, handshakeEnv, "a smuggled handshake is replaced, and removed before user code")
+		assert.NotContains(t, got.Env, guardEnv)
 	})
 }
 

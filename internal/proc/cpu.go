@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	"bytes"
@@ -15,14 +15,14 @@ import (
 // which Linux fixes at 100 for user space on every architecture.
 const userHZ = 100
 
-// setCPUBudget gives process pid budget more CPU time from now by raising
+// SetCPUBudget gives process pid budget more CPU time from now by raising
 // its soft RLIMIT_CPU to (CPU used so far + budget), rounded up to whole
 // seconds, the limit's unit (design.md "Resource limits and hygiene").
 // RLIMIT_CPU counts a process's whole life, so a persistent kernel needs
 // this before every cell. A zero budget lifts the soft limit to the hard
 // one. The hard limit is never touched: the kernel is started with it
 // unlimited.
-func setCPUBudget(pid int, budget time.Duration) error {
+func SetCPUBudget(pid int, budget time.Duration) error {
 	var lim unix.Rlimit
 	if err := unix.Prlimit(pid, unix.RLIMIT_CPU, nil, &lim); err != nil {
 		return fmt.Errorf("read cpu limit: %w", err)

@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	"errors"
@@ -346,4 +346,30 @@ func (r *ring) bytes() []byte {
 	out := make([]byte, 0, len(r.b))
 	out = append(out, r.b[r.w:]...)
 	return append(out, r.b[:r.w]...)
+}
+
+// TailBuffer keeps the last bytes written to it, for a process's stderr
+// whose tail goes to the log when the process fails. It is safe for
+// concurrent use.
+type TailBuffer struct {
+	mu sync.Mutex
+	r  ring
+}
+
+// NewTailBuffer keeps the last n bytes.
+func NewTailBuffer(n int) *TailBuffer {
+	return &TailBuffer{r: ring{b: make([]byte, n)}}
+}
+
+func (t *TailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.r.write(p)
+	return len(p), nil
+}
+
+func (t *TailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.r.bytes())
 }

@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/executecode/executecode/kernelworker/internal/sweep"
+	"github.com/executecode/executecode/internal/proc/internal/sweep"
 )
 
 // ErrClosed is returned by Start once the Spawner is closed.
@@ -162,7 +162,7 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	// The handshake is the descriptor after the extra files; everything
 	// above it is closed by Bootstrap.
 	hsFD := 3 + len(cmd.ExtraFiles)
-	env = append(Environ(env, cmd.Limits.MemoryMB > 0), handshakeValue(hsFD, os.Getpid()))
+	env = append(environ(env, cmd.Limits.MemoryMB > 0), handshakeValue(hsFD, os.Getpid()))
 
 	devnull, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {

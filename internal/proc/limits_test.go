@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	"syscall"
@@ -75,30 +75,5 @@ func TestLimitHeadlineNamesTheLimit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		assert.Equal(t, tc.want, LimitHeadline(tc.killedBy, tc.lim, tc.st), tc.killedBy)
-	}
-}
-
-func TestCellKilledByNamesTheLimitBehindAnException(t *testing.T) {
-	all := Limits{MemoryMB: 512, FsizeMB: 50}
-	tests := []struct {
-		name string
-		exc  *Exception
-		lim  Limits
-		want string
-	}{
-		{"no exception", nil, all, ""},
-		{"MemoryError under AS limit", &Exception{Kind: "error", Name: "MemoryError"}, all, KilledByMemoryLimit},
-		{"MemoryError without limit", &Exception{Kind: "error", Name: "MemoryError"}, Limits{}, ""},
-		{"EFBIG under fsize limit", &Exception{Kind: "error", Name: "OSError", Message: "[Errno 27] File too large"}, all, KilledByFsizeLimit},
-		{"EFBIG without limit", &Exception{Kind: "error", Name: "OSError", Message: "[Errno 27] File too large"}, Limits{}, ""},
-		{"other errno", &Exception{Kind: "error", Name: "OSError", Message: "[Errno 2] No such file or directory: 'x'"}, all, ""},
-		{"errno-like text of another error", &Exception{Kind: "error", Name: "ValueError", Message: "[Errno 27] made up"}, all, ""},
-		{"malformed errno", &Exception{Kind: "error", Name: "OSError", Message: "[Errno x] odd"}, all, ""},
-		{"SystemExit", &Exception{Kind: "system_exit", Name: "SystemExit", Message: "SystemExit: 1"}, all, ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, CellKilledBy(tc.exc, tc.lim))
-		})
 	}
 }

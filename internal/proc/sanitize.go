@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import "unicode/utf8"
 
@@ -57,8 +57,8 @@ func (s *sanitizer) flush(dst []byte) []byte {
 	return s.scan(dst, tmp[:k], true)
 }
 
-// sanitizeString is s as a complete stream.
-func sanitizeString(s string) string {
+// SanitizeString is s as a complete stream.
+func SanitizeString(s string) string {
 	if cleanRun([]byte(s)) == len(s) {
 		return s
 	}

@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/executecode/executecode/kernelworker/internal/sweep"
+	"github.com/executecode/executecode/internal/proc/internal/sweep"
 )
 
 // drainBound is how long output is still read once python's whole session
@@ -18,14 +18,14 @@ import (
 // can still hold the pipe then, and it must not hold up the result.
 const drainBound = 500 * time.Millisecond
 
-// sessionSweepBound bounds the kill of python's session when it ends. A
+// SessionSweepBound bounds the kill of python's session when it ends. A
 // sweep normally ends after one pass (nobody left; it probes just the
 // pids handed out since python's fork) or three (some killed, then two
 // quiet passes); only a fork storm without an nproc limit, or a member
 // stuck in the kernel past its SIGKILL, can run it out (after at least
 // four passes). Then the result is returned anyway and the guard sweeps
 // again.
-const sessionSweepBound = 2 * time.Second
+const SessionSweepBound = 2 * time.Second
 
 // ExitStatus is how a child ended.
 type ExitStatus struct {
@@ -169,7 +169,7 @@ func (p *Process) wait(pidc <-chan int) {
 		// Done, so no run or kernel ends with one left. Only the zombie
 		// pins the session id, so without it no sweep is safe. Outside
 		// the lock: Kill and Alive must not wait for /proc passes.
-		swept = sweep.KillSession(pid, p.forks0, sessionSweepBound).Complete
+		swept = sweep.KillSession(pid, p.forks0, SessionSweepBound).Complete
 	}
 
 	p.mu.Lock()

@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	_ "embed"
@@ -18,12 +18,12 @@ import (
 // statement, does the rest once released (SIGINT, inherited descriptors,
 // the parent check). docs/decisions.md records the choice.
 const (
-	// HandshakeEnv tells Bootstrap "<fd>:<host pid>"; Bootstrap removes it
+	// handshakeEnv tells Bootstrap "<fd>:<host pid>"; Bootstrap removes it
 	// before any user code runs.
-	HandshakeEnv = "EXECUTE_CODE_HANDSHAKE"
-	// GuardEnv marks the guard's environment, so a host's leftovers can be
+	handshakeEnv = "EXECUTE_CODE_HANDSHAKE"
+	// guardEnv marks the guard's environment, so a host's leftovers can be
 	// told from its guard.
-	GuardEnv = "EXECUTE_CODE_GUARD"
+	guardEnv = "EXECUTE_CODE_GUARD"
 	arenaEnv = "MALLOC_ARENA_MAX"
 )
 
@@ -47,17 +47,17 @@ func pyQuote(s string) string {
 	return string(b)
 }
 
-// Environ is env without the runtime's own variables, plus
+// environ is env without the runtime's own variables, plus
 // MALLOC_ARENA_MAX=2 when capArenas and env does not choose a value: under
 // RLIMIT_AS glibc's 64 MiB per-thread arenas leave room for only a dozen
 // threads.
-func Environ(env []string, capArenas bool) []string {
+func environ(env []string, capArenas bool) []string {
 	out := make([]string, 0, len(env)+2)
 	hasArena := false
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case HandshakeEnv, GuardEnv:
+		case handshakeEnv, guardEnv:
 			continue
 		case arenaEnv:
 			hasArena = true
@@ -71,7 +71,7 @@ func Environ(env []string, capArenas bool) []string {
 }
 
 func handshakeValue(fd, host int) string {
-	return HandshakeEnv + "=" + strconv.Itoa(fd) + ":" + strconv.Itoa(host)
+	return handshakeEnv + "=" + strconv.Itoa(fd) + ":" + strconv.Itoa(host)
 }
 
 const rlimInfinity = ^uint64(0)

@@ -1,4 +1,4 @@
-package kernelworker
+package proc
 
 import (
 	"bytes"
