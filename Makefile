@@ -6,9 +6,8 @@ PYTHON  ?= python3
 
 .PHONY: build run test unit acceptance bench fuzz lint clean
 
-# Static (no cgo): the binary is re-executed as every interpreter's
-# launcher and as the runtime's guard, and a static binary skips the
-# dynamic loader each time (about 1.5 ms per `run`).
+# Static (no cgo): nothing in the project needs cgo, and a static binary
+# skips the dynamic loader at every start.
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/execute-code
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/executecode/executecode/kernelworker"
+
+	"github.com/executecode/executecode/internal/proc"
 )
 
 // Values of Details.Reason: how a session cell ended ("" is success).
@@ -56,12 +58,12 @@ const (
 
 // Values of Details.KilledBy: what ended a run or its kernel.
 const (
-	KilledByTimeout       = kernelworker.KilledByTimeout
-	KilledByCancelled     = kernelworker.KilledByCancelled
-	KilledByCPULimit      = kernelworker.KilledByCPULimit
-	KilledByMemoryLimit   = kernelworker.KilledByMemoryLimit
-	KilledByFsizeLimit    = kernelworker.KilledByFsizeLimit
-	KilledBySignal        = kernelworker.KilledBySignal
+	KilledByTimeout       = proc.KilledByTimeout
+	KilledByCancelled     = proc.KilledByCancelled
+	KilledByCPULimit      = proc.KilledByCPULimit
+	KilledByMemoryLimit   = proc.KilledByMemoryLimit
+	KilledByFsizeLimit    = proc.KilledByFsizeLimit
+	KilledBySignal        = proc.KilledBySignal
 	KilledByOwnerGone     = kernelworker.KilledByOwnerGone
 	KilledByReset         = kernelworker.KilledByReset
 	KilledByShutdown      = kernelworker.KilledByShutdown
@@ -163,7 +165,7 @@ func (r *Runtime) cellEnding(res kernelworker.CellResult, timeout time.Duration,
 		}
 		// A MemoryError or EFBIG under a configured limit says which limit,
 		// as per call.
-		h := kernelworker.LimitHeadline(res.KilledBy, r.limits(), kernelworker.ExitStatus{})
+		h := proc.LimitHeadline(res.KilledBy, r.limits(), proc.ExitStatus{})
 		if h == "" {
 			h = exceptionHeadline(res.Exception, code)
 		}
@@ -179,7 +181,7 @@ func (r *Runtime) cellEnding(res kernelworker.CellResult, timeout time.Duration,
 		e := ending{headline: "Script's kernel exited unexpectedly"}
 		if res.Exit != nil {
 			e.exitCode = intPtr(res.Exit.Code)
-			e.headline = kernelworker.LimitHeadline(res.KilledBy, r.limits(), *res.Exit)
+			e.headline = proc.LimitHeadline(res.KilledBy, r.limits(), *res.Exit)
 			if e.headline == "" {
 				e.headline = exitedLine(res.Exit.Code)
 			}

@@ -15,8 +15,8 @@ import (
 	"github.com/executecode/executecode/actors"
 	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/introspect"
-	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/registry"
 	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"
@@ -120,7 +120,7 @@ type Runtime struct {
 	helperSource string
 	approver     approval.Approver
 
-	spawner *kernelworker.Spawner
+	spawner *proc.Spawner
 
 	mu     sync.Mutex
 	closed bool
@@ -170,7 +170,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		r.tools = builtin
 	}
 	r.base, r.stop = context.WithCancel(context.Background())
-	r.spawner = kernelworker.NewSpawner()
+	r.spawner = proc.NewSpawner()
 	r.observe()
 	return r, nil
 }
@@ -303,7 +303,7 @@ func (r *Runtime) interpreter() (string, error) {
 	if r.python != "" {
 		return r.python, nil
 	}
-	p, err := kernelworker.ResolvePython(r.cfg.PythonPath)
+	p, err := proc.ResolvePython(r.cfg.PythonPath)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrPython, err)
 	}

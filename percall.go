@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/pump"
 	"github.com/executecode/executecode/shimpy"
@@ -67,7 +67,9 @@ func (r *Runtime) stage(root *privatetmp.Root, script string, bells bool) (ws wo
 		ws.tokenFD = 5
 	}
 	module := shimpy.RenderPrelude(ws.rpc, ws.tokenFD, r.cfg.Tools, r.cfg.MaxTextBytes, b)
-	if err = privatetmp.WriteFile(ws.base, shimpy.ModuleName+".py", []byte(module)); err != nil {
+	// The script's first line imports the module, whose first statement
+	// waits for the host to apply the limits.
+	if err = privatetmp.WriteFile(ws.base, shimpy.ModuleName+".py", []byte(proc.Bootstrap+module)); err != nil {
 		return ws, err
 	}
 	err = privatetmp.WriteFile(ws.base, "script.py", []byte(shimpy.RenderScript(script, r.cfg.Tools)))
@@ -97,8 +99,8 @@ func (r *Runtime) innerTools() map[string]tools.Tool {
 
 // runOutcome is what a per-call run ended with, before formatting.
 type runOutcome struct {
-	exit      kernelworker.ExitStatus
-	out       kernelworker.Output
+	exit      proc.ExitStatus
+	out       proc.Output
 	blocks    []string
 	stats     pump.Stats
 	exc       pump.Exception
@@ -145,8 +147,8 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 
 	// NewSpill registers the spill as live, so the reaper leaves it alone
 	// until the capture is finished.
-	capture := kernelworker.NewCapture(r.cfg.MaxOutputBytes, r.newSpill,
-		kernelworker.ScrubWith(sc), kernelworker.SpillLimit(r.cfg.SpillLimitBytes()))
+	capture := proc.NewCapture(r.cfg.MaxOutputBytes, r.newSpill,
+		proc.ScrubWith(sc), proc.SpillLimit(r.cfg.SpillLimitBytes()))
 	defer func() {
 		_ = capture.Close()
 		if p := capture.Result().SpillPath; p != "" {
@@ -161,7 +163,7 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	stopOnClose := context.AfterFunc(r.base, cancelRun)
 	defer stopOnClose()
 
-	cmd := kernelworker.Command{
+	cmd := proc.Command{
 		Path:   python,
 		Args:   []string{filepath.Join(ws.base, "script.py")},
 		Dir:    r.rootDir,
@@ -237,8 +239,8 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	return res, nil
 }
 
-func (r *Runtime) limits() kernelworker.Limits {
-	return kernelworker.Limits{
+func (r *Runtime) limits() proc.Limits {
+	return proc.Limits{
 		CPUSeconds: r.cfg.CPULimitSeconds,
 		MemoryMB:   r.cfg.MemoryLimitMB,
 		FsizeMB:    r.cfg.FsizeLimitMB,
@@ -251,7 +253,7 @@ func (r *Runtime) limits() kernelworker.Limits {
 //
 // The output was scrubbed as it streamed; the blocks are scrubbed here, by
 // the same scrubber.
-func (r *Runtime) formatPerCall(o runOutcome, sc *kernelworker.Scrubber) Result {
+func (r *Runtime) formatPerCall(o runOutcome, sc *proc.Scrubber) Result {
 	d := &Details{
 		Truncated: o.out.Truncated,
 		RPCCalls:  o.stats.Calls,
@@ -274,8 +276,8 @@ func (r *Runtime) formatPerCall(o runOutcome, sc *kernelworker.Scrubber) Result 
 	default:
 		code := o.exit.Code
 		d.ExitCode = &code
-		d.KilledBy = kernelworker.KilledBy(o.exit, r.limits(), o.exc.Type, o.exc.Errno, false, false)
-		if h := kernelworker.LimitHeadline(d.KilledBy, r.limits(), o.exit); h != "" {
+		d.KilledBy = proc.KilledBy(o.exit, r.limits(), o.exc.Type, o.exc.Errno, false, false)
+		if h := proc.LimitHeadline(d.KilledBy, r.limits(), o.exit); h != "" {
 			headline = h
 		} else if code != 0 {
 			headline = fmt.Sprintf("Script exited with code %d", code)

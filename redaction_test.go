@@ -17,7 +17,7 @@ import (
 	executecode "github.com/executecode/executecode"
 	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/config"
-	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/internal/proc"
 )
 
 // marker is planted everywhere a script can put text: code, output,
@@ -56,7 +56,7 @@ func TestNoEventLogLineSnapshotOrMetricCarriesWhatAScriptSays(t *testing.T) {
 	root := filepath.Join(base, marker+"-root")
 	require.NoError(t, os.Mkdir(root, 0o755))
 	writeFile(t, root, marker+".txt", marker)
-	python, err := kernelworker.ResolvePython("")
+	python, err := proc.ResolvePython("")
 	require.NoError(t, err)
 	binDir := filepath.Join(base, marker+"-bin")
 	require.NoError(t, os.Mkdir(binDir, 0o755))

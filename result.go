@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/internal/proc"
 )
 
 // Trust levels of a result.
@@ -93,7 +93,7 @@ type spillNote struct {
 
 // spillOf is the note for a capture's output: only a cut output points
 // to its spill.
-func spillOf(o kernelworker.Output) spillNote {
+func spillOf(o proc.Output) spillNote {
 	if !o.Truncated || o.SpillPath == "" {
 		return spillNote{}
 	}

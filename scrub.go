@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/internal/proc"
 )
 
 // Canonical names that replace host paths in everything the model sees
@@ -31,7 +31,7 @@ type scrubRoot struct{ path, real string }
 // (before truncation, and so in the spill) and every other string a
 // script can make the host say: text() blocks, notify() messages, the
 // exception headline and traceback, and errors.
-func newScrubber(root scrubRoot, token string, dirs ...scrubTarget) *kernelworker.Scrubber {
+func newScrubber(root scrubRoot, token string, dirs ...scrubTarget) *proc.Scrubber {
 	var pairs []string
 	add := func(path, name string) {
 		if path == "" {
@@ -60,7 +60,7 @@ func newScrubber(root scrubRoot, token string, dirs ...scrubTarget) *kernelworke
 	if token != "" {
 		pairs = append(pairs, token, tokenName)
 	}
-	return kernelworker.NewScrubber(pairs...)
+	return proc.NewScrubber(pairs...)
 }
 
 // scrubRoot is the work root's scrubRoot; zero before it was opened.
@@ -74,7 +74,7 @@ func (r *Runtime) scrubRoot() scrubRoot {
 }
 
 // runScrubber is the scrubber of a per-call run's workspace.
-func (r *Runtime) runScrubber(ws workspace) *kernelworker.Scrubber {
+func (r *Runtime) runScrubber(ws workspace) *proc.Scrubber {
 	return newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName}, scrubTarget{ws.base, workspaceName})
 }
 
@@ -84,7 +84,7 @@ func (r *Runtime) scrubError(err error) string {
 }
 
 // scrubAll scrubs each string of ss.
-func scrubAll(sc *kernelworker.Scrubber, ss []string) []string {
+func scrubAll(sc *proc.Scrubber, ss []string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = sc.String(s)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/executecode/executecode/actors"
 	"github.com/executecode/executecode/approval"
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/introspect"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/privatetmp"
@@ -356,7 +357,7 @@ func (r *Runtime) stageCellBridge() (ws workspace, err error) {
 
 // kernelLimits are the per-kernel rlimits: the CPU limit is a per-cell
 // budget the worker manages with prlimit, so the hard limit stays open.
-func (r *Runtime) kernelLimits() kernelworker.Limits {
+func (r *Runtime) kernelLimits() proc.Limits {
 	l := r.limits()
 	l.CPUHardUnlimited = true
 	return l
@@ -391,7 +392,7 @@ func endedByOwner(res kernelworker.CellResult) bool {
 // loses the state says so. state_retained only when the worker said so.
 // The worker scrubbed and sanitized the output and the exception with sc;
 // the blocks are scrubbed here.
-func (r *Runtime) formatSession(o cellOutcome, sc *kernelworker.Scrubber) Result {
+func (r *Runtime) formatSession(o cellOutcome, sc *proc.Scrubber) Result {
 	res := o.res
 	retained := o.replied && res.StateRetained
 	ran := !o.replied || res.RequestID != ""

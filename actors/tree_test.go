@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/executecode/executecode/approval"
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/registry"
@@ -26,7 +27,7 @@ type crash struct{}
 
 func realPython(t *testing.T) string {
 	t.Helper()
-	p, err := kernelworker.ResolvePython("")
+	p, err := proc.ResolvePython("")
 	if err != nil {
 		t.Skip("no python3: " + err.Error())
 	}
@@ -50,7 +51,7 @@ func startTree(t *testing.T) (*Tree, string) {
 	}
 	t.Cleanup(func() { registryProps = orig })
 	root := t.TempDir()
-	spawner := kernelworker.NewSpawner()
+	spawner := proc.NewSpawner()
 	tree, err := Start(registry.Config{MaxLiveKernels: 4, IdleTimeout: time.Hour, ReapInterval: time.Minute},
 		kernelworker.Options{
 			Spawner:   spawner,

@@ -15,7 +15,7 @@ import (
 
 	executecode "github.com/executecode/executecode"
 	"github.com/executecode/executecode/config"
-	"github.com/executecode/executecode/kernelworker"
+	"github.com/executecode/executecode/internal/proc"
 )
 
 // roundTripScript makes n sequential read() calls and reports the median
@@ -95,7 +95,7 @@ func BenchmarkRunVersusBarePython(b *testing.B) {
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as `make build`
 	out, err := build.CombinedOutput()
 	require.NoError(b, err, string(out))
-	python, err := kernelworker.ResolvePython("")
+	python, err := proc.ResolvePython("")
 	require.NoError(b, err)
 	root := b.TempDir()
 	script := filepath.Join(root, "one.py")

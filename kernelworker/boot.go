@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/executecode/executecode/internal/proc"
 	"os"
 	"path/filepath"
 	"time"
@@ -28,11 +29,11 @@ const (
 // it all once the process is gone.
 type kernel struct {
 	dir    string
-	proc   *Process
+	proc   *proc.Process
 	bells  *pump.Bells
 	stdin  *requestWriter
 	frames *frameSink
-	stderr *tailBuffer
+	stderr *proc.TailBuffer
 	booted time.Time
 }
 
@@ -64,7 +65,7 @@ func Start(parent actor.SpawnerContext, opts Options) (Handle, error) {
 // boot runs the steps of kernel.md §4.2; the first failure undoes the
 // earlier ones.
 func boot(opts Options) (k *kernel, err error) {
-	k = &kernel{booted: time.Now(), frames: newFrameSink(), stderr: newTailBuffer()}
+	k = &kernel{booted: time.Now(), frames: newFrameSink(), stderr: proc.NewTailBuffer(stderrTailBytes)}
 	defer func() {
 		if err != nil {
 			k.kill(opts.KillGrace)
@@ -79,7 +80,8 @@ func boot(opts Options) (k *kernel, err error) {
 	if runner == "" {
 		runner = shimpy.Runner()
 	}
-	if err = privatetmp.WriteFile(k.dir, runnerFile, []byte(runner)); err != nil {
+	// Bootstrap first: nothing of the runner runs before the limits.
+	if err = privatetmp.WriteFile(k.dir, runnerFile, []byte(proc.Bootstrap+runner)); err != nil {
 		return k, fmt.Errorf("stage runner: %w", err)
 	}
 	if opts.HelperSource != "" {
@@ -98,7 +100,7 @@ func boot(opts Options) (k *kernel, err error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartupTimeout)
 	defer cancel()
-	k.proc, err = opts.Spawner.Start(ctx, Command{
+	k.proc, err = opts.Spawner.Start(ctx, proc.Command{
 		Path:       opts.Interpreter,
 		Args:       []string{"-u", filepath.Join(k.dir, runnerFile)},
 		Dir:        k.dir,

@@ -1,6 +1,7 @@
 package kernelworker
 
 import (
+	"github.com/executecode/executecode/internal/proc"
 	"time"
 )
 
@@ -19,12 +20,12 @@ type cell struct {
 
 	// Set at dispatch.
 	id         string
-	capture    *Capture
+	capture    *proc.Capture
 	dispatched time.Time
 	started    time.Time
 	exception  *Exception
 
-	output        Output
+	output        proc.Output
 	outputDone    bool
 	replied       bool
 	cancelEmitted bool
@@ -54,14 +55,14 @@ func (c *cell) stream(data []byte) {
 // the output (a message can carry escape sequences and control bytes),
 // then scrubbed with the cell's patterns.
 func (c *cell) cleanException(f Frame) *Exception {
-	clean := func(s string) string { return c.req.Scrub.String(sanitizeString(s)) }
+	clean := func(s string) string { return c.req.Scrub.String(proc.SanitizeString(s)) }
 	return &Exception{Kind: f.Kind, Name: clean(f.Name), Message: clean(f.Message), Traceback: clean(f.Traceback)}
 }
 
 // finishOutput ends the capture once and returns what it kept; later
 // calls return the same Output (a timed-out capture is never finished
 // twice, kernel.md §4.9).
-func (c *cell) finishOutput(release func(string)) Output {
+func (c *cell) finishOutput(release func(string)) proc.Output {
 	if c.capture == nil || c.outputDone {
 		return c.output
 	}

@@ -1,6 +1,7 @@
 package kernelworker
 
 import (
+	"github.com/executecode/executecode/internal/proc"
 	"syscall"
 	"time"
 
@@ -92,8 +93,8 @@ func (w *worker) onStartupTimeout(ctx actor.Context) {
 
 // portExit: the interpreter died on its own (kernel.md §4.9). Its group
 // was killed before it was reaped (ruling 8), so no signal is due here.
-func (w *worker) portExit(ctx actor.Context, st ExitStatus) {
-	killedBy := KilledBy(st, Limits{MemoryMB: w.opts.Limits.MemoryMB, FsizeMB: w.opts.Limits.FsizeMB}, "", 0, false, false)
+func (w *worker) portExit(ctx actor.Context, st proc.ExitStatus) {
+	killedBy := proc.KilledBy(st, proc.Limits{MemoryMB: w.opts.Limits.MemoryMB, FsizeMB: w.opts.Limits.FsizeMB}, "", 0, false, false)
 	ev := w.log.Warn().Int("exit_code", st.Code).Str("killed_by", killedBy).Str("phase", w.phase.name)
 	if w.phase == phaseStarting {
 		// Nothing ran: waiting callers may safely run elsewhere.
@@ -115,7 +116,7 @@ func (w *worker) portExit(ctx actor.Context, st ExitStatus) {
 }
 
 // exitedWhileEnding: the exit a stop or teardown was waiting for.
-func (w *worker) exitedWhileEnding(ctx actor.Context, _ ExitStatus) { w.finish(ctx) }
+func (w *worker) exitedWhileEnding(ctx actor.Context, _ proc.ExitStatus) { w.finish(ctx) }
 
 // fault is a protocol violation (kernel.md §4.9): the kernel cannot be
 // trusted with another byte.
@@ -231,7 +232,7 @@ func (w *worker) abandon(ctx actor.Context, crash telemetry.SessionCrashReason) 
 }
 
 // doneWithin waits at most d for p to be done and reports whether it is.
-func doneWithin(p *Process, d time.Duration) bool {
+func doneWithin(p *proc.Process, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -2,6 +2,7 @@ package kernelworker
 
 import (
 	"context"
+	"github.com/executecode/executecode/internal/proc"
 	"io"
 	"log/slog"
 	"os"
@@ -49,7 +50,7 @@ func newKernelHarness(t testing.TB, mods ...func(*Options)) *kernelHarness {
 	}
 	bus := &telemetry.Bus{}
 	bus.Subscribe(h.rec)
-	sp := NewSpawner()
+	sp := proc.NewSpawner()
 	cwd := t.TempDir()
 	h.opts = Options{
 		Key:          "test-key",

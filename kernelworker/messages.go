@@ -2,6 +2,7 @@ package kernelworker
 
 import (
 	"context"
+	"github.com/executecode/executecode/internal/proc"
 	"time"
 )
 
@@ -22,7 +23,7 @@ type Execute struct {
 	// Scrub rewrites the cell's host paths and token in its output, its
 	// spill and its exception (nil: nothing is replaced). It holds the
 	// cell's own patterns (its bridge), since the kernel outlives them.
-	Scrub *Scrubber
+	Scrub *proc.Scrubber
 	// Timeout is the cell timer, armed when the cell is dispatched (queue
 	// wait does not count). It must be positive.
 	Timeout time.Duration
@@ -86,7 +87,7 @@ type CellResult struct {
 	// CellsCompleted counts the kernel's completed cells, this one
 	// included when it completed.
 	CellsCompleted int
-	Output         Output
+	Output         proc.Output
 	// Exception is set when Reason is exception.
 	Exception *Exception
 	// KilledBy names what ended the kernel under this cell ("" if
@@ -95,7 +96,7 @@ type CellResult struct {
 	KilledBy string
 	// Exit is the interpreter's exit status when it died on its own under
 	// this cell (Reason port_exit), so the host can report its code.
-	Exit *ExitStatus
+	Exit *proc.ExitStatus
 	// DroppedLateOutput counts bytes that threads of earlier cells wrote
 	// during this one, which the runner dropped (design ruling 7).
 	DroppedLateOutput int
@@ -151,7 +152,7 @@ type (
 	}
 	// processExited: the interpreter was reaped (its group killed first)
 	// and its pipes drained.
-	processExited struct{ status ExitStatus }
+	processExited struct{ status proc.ExitStatus }
 	// callerGone: the Ctx of the Execute with this ticket is done.
 	callerGone struct{ ticket uint64 }
 	// queueExpired: the Deadline of the queued Execute with this ticket

@@ -2,6 +2,7 @@ package kernelworker
 
 import (
 	"errors"
+	"github.com/executecode/executecode/internal/proc"
 	"os"
 	"time"
 
@@ -30,7 +31,7 @@ const (
 	// from discarding its kernel (a timeout, a cancel) to the kernel's
 	// end, when the held answer goes: the interrupt grace, the bye wait,
 	// SIGTERM's and SIGKILL's graces and the session sweep.
-	EndingBound = DefaultInterruptGrace + DefaultByeTimeout + DefaultTermGrace + DefaultKillGrace + sessionSweepBound
+	EndingBound = DefaultInterruptGrace + DefaultByeTimeout + DefaultTermGrace + DefaultKillGrace + proc.SessionSweepBound
 )
 
 // Options configure one worker and its kernel.
@@ -61,8 +62,8 @@ type Options struct {
 	// Limits are the kernel's rlimits. CPUSeconds bounds the boot and is
 	// the default per-cell CPU budget; the CPU hard limit is always left
 	// unlimited so the budget can be raised before each cell.
-	Limits  Limits
-	Spawner *Spawner
+	Limits  proc.Limits
+	Spawner *proc.Spawner
 	// Workspace reserves the kernel's private workspace directory.
 	Workspace func() (dir string, err error)
 	// Spill opens a private spill file for a cell's truncated output;

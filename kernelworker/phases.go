@@ -2,6 +2,7 @@ package kernelworker
 
 import (
 	"fmt"
+	"github.com/executecode/executecode/internal/proc"
 	"syscall"
 	"time"
 
@@ -22,7 +23,7 @@ type phase struct {
 	ignoresFrames bool
 	receive       func(w *worker, ctx actor.Context) bool
 	frame         func(w *worker, ctx actor.Context, f Frame)
-	exit          func(w *worker, ctx actor.Context, st ExitStatus)
+	exit          func(w *worker, ctx actor.Context, st proc.ExitStatus)
 }
 
 // The phases. The last five all report "stopping": the kernel is gone
@@ -67,7 +68,7 @@ func init() {
 		receive: (*worker).terminateTimers,
 		frame:   func(*worker, actor.Context, Frame) {}, exit: (*worker).exitedWhileEnding}
 	phaseGone = &phase{name: PhaseStopping, ignoresFrames: true,
-		frame: func(*worker, actor.Context, Frame) {}, exit: func(*worker, actor.Context, ExitStatus) {}}
+		frame: func(*worker, actor.Context, Frame) {}, exit: func(*worker, actor.Context, proc.ExitStatus) {}}
 }
 
 // Timers of the worker. Each kind has at most one armed timer; the token

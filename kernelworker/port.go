@@ -80,29 +80,6 @@ func (c *frameChunk) release() {
 // capture early), which go to the log when a kernel fails.
 const stderrTailBytes = 4096
 
-// tailBuffer keeps the last stderrTailBytes written to it.
-type tailBuffer struct {
-	mu sync.Mutex
-	r  ring
-}
-
-func newTailBuffer() *tailBuffer {
-	return &tailBuffer{r: ring{b: make([]byte, stderrTailBytes)}}
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.r.write(p)
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.r.bytes())
-}
-
 // requestWriter writes request lines to the runner's fd 0 on its own
 // goroutine, so a runner that stops reading never blocks the actor
 // (kernel.md §5.2). A failed write is dropped: the cell timer and the port

@@ -2,6 +2,7 @@ package kernelworker
 
 import (
 	"context"
+	"github.com/executecode/executecode/internal/proc"
 	"strconv"
 	"time"
 
@@ -157,7 +158,7 @@ func (w *worker) onExecute(ctx actor.Context, e *Execute) {
 	}
 	if e.Ctx != nil && e.Ctx.Err() != nil {
 		// Gone before it arrived: never run code nobody waits for.
-		w.reply(c, CellResult{Reason: ReasonInterrupted, StateRetained: true, KilledBy: KilledByCancelled})
+		w.reply(c, CellResult{Reason: ReasonInterrupted, StateRetained: true, KilledBy: proc.KilledByCancelled})
 		return
 	}
 	w.ticketSeq++
@@ -183,7 +184,7 @@ func (w *worker) onQueueExpired(ticket uint64) {
 	for i, c := range w.queue {
 		if c.ticket == ticket {
 			w.queue = append(w.queue[:i], w.queue[i+1:]...)
-			w.reply(c, CellResult{Reason: ReasonTimeout, StateRetained: true, KilledBy: KilledByTimeout})
+			w.reply(c, CellResult{Reason: ReasonTimeout, StateRetained: true, KilledBy: proc.KilledByTimeout})
 			return
 		}
 	}
@@ -204,7 +205,7 @@ func validRequest(e *Execute) bool {
 func (w *worker) dispatch(c *cell) {
 	w.cellSeq++
 	c.id = "cell-" + strconv.Itoa(w.cellSeq)
-	c.capture = NewCapture(w.opts.MaxOutputBytes, w.opts.Spill, ScrubWith(c.req.Scrub), SpillLimit(w.opts.MaxSpillBytes))
+	c.capture = proc.NewCapture(w.opts.MaxOutputBytes, w.opts.Spill, proc.ScrubWith(c.req.Scrub), proc.SpillLimit(w.opts.MaxSpillBytes))
 	c.dispatched = time.Now()
 	if c.expiry != nil {
 		c.expiry.Stop()
@@ -251,7 +252,7 @@ func (w *worker) applyCPUBudget(c *cell) {
 	if budget == 0 && !w.cpuLimited {
 		return
 	}
-	if err := setCPUBudget(w.k.proc.Pid(), budget); err != nil {
+	if err := proc.SetCPUBudget(w.k.proc.Pid(), budget); err != nil {
 		w.log.Debug().Err(err).Msg("cpu budget not applied")
 		return
 	}
@@ -290,7 +291,7 @@ func (w *worker) onCallerGone(ctx actor.Context, ticket uint64) {
 	for i, c := range w.queue {
 		if c.ticket == ticket {
 			w.queue = append(w.queue[:i], w.queue[i+1:]...)
-			w.reply(c, CellResult{Reason: ReasonInterrupted, StateRetained: true, KilledBy: KilledByCancelled})
+			w.reply(c, CellResult{Reason: ReasonInterrupted, StateRetained: true, KilledBy: proc.KilledByCancelled})
 			return
 		}
 	}
@@ -298,7 +299,7 @@ func (w *worker) onCallerGone(ctx actor.Context, ticket uint64) {
 	if c == nil || c.ticket != ticket || c.replied || w.phase != phaseRunning {
 		return // e.g. a timed-out caller leaving after its reply: no second interrupt
 	}
-	w.holdActive(CellResult{Reason: ReasonInterrupted, KilledBy: KilledByCancelled}, telemetry.OutcomeInterrupted)
+	w.holdActive(CellResult{Reason: ReasonInterrupted, KilledBy: proc.KilledByCancelled}, telemetry.OutcomeInterrupted)
 	w.beginCancel(ctx, telemetry.CauseCallerExit)
 }
 
@@ -307,7 +308,7 @@ func (w *worker) onCallerGone(ctx actor.Context, ticket uint64) {
 // the timer started, so a timed-out cell never reports less than its
 // timeout.
 func (w *worker) onCellTimeout(ctx actor.Context) {
-	w.holdActive(CellResult{Reason: ReasonTimeout, KilledBy: KilledByTimeout, Duration: time.Since(w.active.dispatched)},
+	w.holdActive(CellResult{Reason: ReasonTimeout, KilledBy: proc.KilledByTimeout, Duration: time.Since(w.active.dispatched)},
 		telemetry.OutcomeTimeout)
 	w.beginCancel(ctx, telemetry.CauseTimeout)
 }

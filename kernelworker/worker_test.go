@@ -2,9 +2,11 @@ package kernelworker
 
 import (
 	"context"
+	"github.com/executecode/executecode/internal/proc"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,7 +246,7 @@ func TestStagedWorkspaceIsPrivateAndGoneAfterStop(t *testing.T) {
 	assertMode(t, filepath.Join(ws[0], "lemon_tools.py"), 0o600)
 	runner, err := os.ReadFile(filepath.Join(ws[0], "runner.py"))
 	require.NoError(t, err)
-	assert.Equal(t, shimpy.Runner(), string(runner))
+	assert.Equal(t, proc.Bootstrap+shimpy.Runner(), string(runner))
 	helpers, err := os.ReadFile(filepath.Join(ws[0], "lemon_tools.py"))
 	require.NoError(t, err)
 	assert.Equal(t, h.opts.HelperSource, string(helpers), "byte for byte")
@@ -296,7 +298,7 @@ func TestADeadlineTimesOutAQueuedCellWithoutRunningIt(t *testing.T) {
 
 	res := h.result(queued)
 	assert.Equal(t, ReasonTimeout, res.Reason)
-	assert.Equal(t, KilledByTimeout, res.KilledBy)
+	assert.Equal(t, proc.KilledByTimeout, res.KilledBy)
 	assert.True(t, res.StateRetained, "nothing of it ran")
 	require.Equal(t, "", h.result(first).Reason)
 	assert.NoFileExists(t, filepath.Join(h.opts.Cwd, "ran"))
@@ -336,7 +338,7 @@ func TestTimeoutRepliesPartialOutputAndDiscardsTheKernel(t *testing.T) {
 	assert.Equal(t, ReasonTimeout, res.Reason)
 	assert.Equal(t, "cell-2", res.RequestID)
 	assert.False(t, res.StateRetained)
-	assert.Equal(t, KilledByTimeout, res.KilledBy)
+	assert.Equal(t, proc.KilledByTimeout, res.KilledBy)
 	assert.Equal(t, "partial\n", res.Output.Text)
 	assert.GreaterOrEqual(t, res.Duration, time.Second-time.Millisecond)
 	assert.Equal(t, 1, res.CellsCompleted)
@@ -427,7 +429,7 @@ func TestActiveCallerDeathDiscardsTheKernel(t *testing.T) {
 
 	res := h.result(active)
 	assert.Equal(t, ReasonInterrupted, res.Reason)
-	assert.Equal(t, KilledByCancelled, res.KilledBy)
+	assert.Equal(t, proc.KilledByCancelled, res.KilledBy)
 	assert.False(t, res.StateRetained)
 	assert.Equal(t, "cell-1", res.RequestID)
 	assert.Equal(t, ReasonKernelDiscarded, h.result(queued).Reason)
@@ -514,10 +516,10 @@ func TestSignalDeathNamesWhatKilledTheKernel(t *testing.T) {
 		memoryMB int
 		want     string
 	}{
-		{"sigkill", "SIGKILL", 0, KilledBySignal},
-		{"sigxcpu", "SIGXCPU", 0, KilledByCPULimit},
-		{"sigsegv under a memory limit", "SIGSEGV", 8192, KilledByMemoryLimit},
-		{"sigsegv", "SIGSEGV", 0, KilledBySignal},
+		{"sigkill", "SIGKILL", 0, proc.KilledBySignal},
+		{"sigxcpu", "SIGXCPU", 0, proc.KilledByCPULimit},
+		{"sigsegv under a memory limit", "SIGSEGV", 8192, proc.KilledByMemoryLimit},
+		{"sigsegv", "SIGSEGV", 0, proc.KilledBySignal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -645,7 +647,7 @@ func TestCPUBudgetKillsASpinningCellAndTheNextKernelWorks(t *testing.T) {
 	require.Equal(t, "", h.run(pid, "x = 1").Reason)
 	res := h.run(pid, "while True:\n    pass", withCPUBudget(time.Second))
 	assert.Equal(t, ReasonPortExit, res.Reason)
-	assert.Equal(t, KilledByCPULimit, res.KilledBy)
+	assert.Equal(t, proc.KilledByCPULimit, res.KilledBy)
 	assert.False(t, res.StateRetained)
 	h.waitGone(pid)
 
@@ -691,12 +693,19 @@ func TestStartupFailuresLeaveNothingBehind(t *testing.T) {
 		require.ErrorIs(t, err, ErrStartupFailed)
 		assert.Empty(t, h.workspaces())
 	})
+	t.Run("missing interpreter", func(t *testing.T) {
+		// The exec is the Spawner's own, so it fails the start itself.
+		h := newKernelHarness(t, func(o *Options) { o.Interpreter = filepath.Join(t.TempDir(), "python3") })
+		_, err := Start(h.system.Root, h.opts)
+		require.ErrorIs(t, err, ErrStartupFailed)
+		require.ErrorIs(t, err, syscall.ENOENT)
+		assert.Empty(t, h.workspaces())
+	})
 
 	dying := []struct {
 		name string
 		mod  func(*Options)
 	}{
-		{"missing interpreter", func(o *Options) { o.Interpreter = filepath.Join(t.TempDir(), "python3") }},
 		{"runner exits before ready", func(o *Options) { o.Runner = "import sys\nsys.exit(1)\n" }},
 		{"runner never ready", func(o *Options) {
 			o.Runner = "import time\ntime.sleep(600)\n"

@@ -7,6 +7,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/executecode/executecode/kernelworker"
+
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/telemetry"
 )
 
@@ -36,7 +38,7 @@ type WorkerOptions struct {
 	HelperSource          string
 	MaxQueuedCells        int
 	MaxOutputBytes        int
-	Limits                kernelworker.Limits
+	Limits                proc.Limits
 }
 
 // Config configures the registry. Zero values take the defaults.

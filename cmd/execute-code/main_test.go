@@ -221,10 +221,11 @@ func TestRunStartedWithSIGINTIgnoredIgnoresIt(t *testing.T) {
 	assert.Equal(t, []string{"True"}, res.Blocks)
 }
 
-// The re-executed roles need their argv[0] as well as their variable: a
-// variable that leaked into a user's environment leaves the CLI the CLI.
+// The runtime's own variables, leaked into a user's environment, leave
+// the CLI the CLI: the binary has no other role, and a stale handshake is
+// replaced by the Spawner's own.
 func TestLeakedRoleVariablesDoNotHijackTheCLI(t *testing.T) {
-	r := cli(t, "text('still the cli')", []string{"EXECUTE_CODE_GUARD=1", "EXECUTE_CODE_LAUNCHER=1"}, "run", "-")
+	r := cli(t, "text('still the cli')", []string{"EXECUTE_CODE_GUARD=1", "EXECUTE_CODE_LAUNCHER=1", "EXECUTE_CODE_HANDSHAKE=3:1"}, "run", "-")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "still the cli")
 }

@@ -1,14 +1,11 @@
-// Package privfs is the dependency-free core of the private staging
-// root that two processes share: the runtime (through privatetmp, which
-// owns everything else about staging) and the guard, which outlives a host
-// killed with SIGKILL and removes what that host left behind. The guard
-// is the runtime's binary re-executed, and its role starts before most
-// package initialisers run only if it imports nothing but the standard
-// library and golang.org/x/sys/unix, so this package imports nothing
-// else either.
+// Package privfs is the core of the private staging root: the names
+// (root prefix, owner marker, spill prefix), reading and parsing the owner
+// marker without following a link or blocking on a FIFO, and the bounded
+// removal that never follows a symlink. It never creates anything;
+// privatetmp owns everything else about staging.
 //
-// It owns the names (root prefix, owner marker, spill prefix), reading
-// and parsing the owner marker without following a link or blocking on
-// a FIFO, and the bounded removal that never follows a symlink. It never
-// creates anything.
+// The guard, which outlives a host killed with SIGKILL and removes what
+// that host left behind, is a python program (internal/proc/guard.py) that
+// runs no host code: it repeats these names and the marker's rules, and
+// the two must change together.
 package privfs

@@ -1,0 +1,28 @@
+# The first act of every python3 the Spawner starts, before any user code:
+# wait until the host has set the rlimits, then finish the set-up a
+# pre-exec hook would have done. Without the variable (a program run by
+# hand) it does nothing.
+import os as _os
+_v = _os.environ.pop("EXECUTE_CODE_HANDSHAKE", None)
+if _v is not None:
+    _fd, _host = (int(_x) for _x in _v.split(":"))
+    if _os.read(_fd, 1) != b"1":
+        # The host failed a step and kills this process; never run on.
+        _os._exit(125)
+    import _signal
+    # What python installs itself when it starts with SIGINT at default:
+    # a host that ignores SIGINT must not leave the script deaf to it.
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    # Descriptors the host inherited without close-on-exec (a shell's, a
+    # service manager's) are not the script's: only 0, 1, 2 and the files
+    # it was given, all below the handshake's, stay open.
+    for _n in _os.listdir("/proc/self/fd"):
+        if int(_n) > _fd:
+            try:
+                _os.close(int(_n))
+            except OSError:
+                pass
+    if _os.getppid() != _host:
+        _os.write(2, b"execute-code bootstrap: parent-check failed\n")
+        _os._exit(125)
+    _os.close(_fd)

@@ -1,0 +1,297 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/executecode/executecode/internal/proc/internal/sweep"
+)
+
+// ErrClosed is returned by Start once the Spawner is closed.
+var ErrClosed = errors.New("spawner closed")
+
+// Command describes one python3 child.
+type Command struct {
+	// Path is the interpreter, run as given (a virtualenv's python3 keeps
+	// its environment; design ruling 9). It should be absolute, as
+	// ResolvePython returns it: a relative path is resolved in Dir.
+	Path string
+	// Args follow Path on the command line; python's argv[0] is Path.
+	Args []string
+	// Dir is the working directory; empty means the host's.
+	Dir string
+	// Env is python's environment; nil means os.Environ().
+	Env []string
+	// ExtraFiles become fds 3, 4, ... in python (a nil entry is a closed
+	// fd). As with os/exec, Start puts them in blocking mode. The caller
+	// keeps ownership and closes its copies after Start.
+	ExtraFiles []*os.File
+	Limits     Limits
+	// Output receives python's stdout and stderr, which share one pipe so
+	// their order is kept, unless Stderr is set. It may be nil. It should
+	// not block for long: the pipe fills and python waits while it does.
+	Output io.Writer
+	// Stdin becomes python's fd 0 (typically the read end of a request
+	// pipe); nil means /dev/null. As with ExtraFiles, the caller keeps
+	// ownership and closes its copy after Start.
+	Stdin *os.File
+	// Stderr, when set, receives python's fd 2 through a pipe of its own,
+	// so Output sees only fd 1. A session kernel's fd 1 carries protocol
+	// frames that start-up noise on fd 2 must never be mixed into.
+	Stderr io.Writer
+}
+
+// Spawner starts every child from one OS thread that stays alive until
+// Close. SysProcAttr.Pdeathsig fires when the *thread* that forked the
+// child exits, and Go retires threads at will, so only a pinned thread
+// makes "the host died" the one event that kills the children.
+type Spawner struct {
+	guard   *guard
+	reqs    chan spawnRequest
+	quit    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+}
+
+type spawnRequest struct {
+	path  string
+	argv  []string
+	attr  *syscall.ProcAttr
+	reply chan spawnReply
+}
+
+type spawnReply struct {
+	pid int
+	err error
+}
+
+// NewSpawner starts the pinned spawning goroutine.
+func NewSpawner() *Spawner {
+	s := &Spawner{
+		guard:   newGuard(),
+		reqs:    make(chan spawnRequest),
+		quit:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go s.run(nil)
+	return s
+}
+
+func (s *Spawner) run(handover chan<- struct{}) {
+	runtime.LockOSThread()
+	// Never unlocked: when run returns, the runtime terminates the thread.
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread is never terminated, so children forked from it
+		// would outlive Close. While this goroutine holds the main thread
+		// the new one cannot be scheduled on it.
+		ready := make(chan struct{})
+		go s.run(ready)
+		<-ready
+		runtime.UnlockOSThread()
+		return
+	}
+	if handover != nil {
+		close(handover)
+	}
+	defer close(s.stopped)
+	for {
+		select {
+		case <-s.quit:
+			return
+		case r := <-s.reqs:
+			pid, err := syscall.ForkExec(r.path, r.argv, r.attr)
+			r.reply <- spawnReply{pid: pid, err: err}
+		}
+	}
+}
+
+// Close ends the spawning goroutine and with it its thread, so any child
+// still alive receives SIGKILL from the kernel. Callers stop their
+// children first; Close is idempotent.
+func (s *Spawner) Close() {
+	s.once.Do(func() { close(s.quit) })
+	<-s.stopped
+	s.guard.close()
+}
+
+// GuardRoot names a staging root the host created. Should the host die
+// without closing the Spawner (SIGKILL, a crash), its guard removes what
+// is left in the root once the host's processes are dead: everything but
+// the full-output spills, whose paths were handed out and which stay for
+// their 24 hours; the root goes with its marker once nothing else is
+// left. Only a root whose owner marker names this process is touched.
+// A clean Close leaves every root to its owner.
+func (s *Spawner) GuardRoot(root string) error {
+	if err := s.guard.addRoot(root); err != nil {
+		return fmt.Errorf("guard root: %w", err)
+	}
+	return nil
+}
+
+// Start starts cmd's interpreter in a session of its own with the
+// parent-death signal set, applies cmd.Limits to it while its Bootstrap
+// waits, registers it with the guard and then lets it run. It returns
+// once python runs; ctx bounds only the start: the child lives until it
+// exits or is stopped with Kill or Interrupt. A failed step kills the
+// child, which has run none of cmd's code, and is named in the error.
+func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
+	if cmd.Path == "" {
+		return nil, errors.New("start python: empty interpreter path")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	select {
+	case <-s.quit:
+		return nil, ErrClosed
+	default:
+	}
+
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	// The handshake is the descriptor after the extra files; everything
+	// above it is closed by Bootstrap.
+	hsFD := 3 + len(cmd.ExtraFiles)
+	env = append(environ(env, cmd.Limits.MemoryMB > 0), handshakeValue(hsFD, os.Getpid()))
+
+	devnull, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: open %s: %w", cmd.Path, os.DevNull, err)
+	}
+	defer unix.Close(devnull)
+	var hs [2]int
+	if err := unix.Pipe2(hs[:], unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("start %s: handshake pipe: %w", cmd.Path, err)
+	}
+	defer unix.Close(hs[0])
+	release := os.NewFile(uintptr(hs[1]), "python-handshake")
+	defer release.Close()
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("start %s: output pipe: %w", cmd.Path, err)
+	}
+	// The write end stays blocking for python; the read end is
+	// non-blocking so the drain can be bounded with a read deadline.
+	defer unix.Close(pipe[1])
+	if err := unix.SetNonblock(pipe[0], true); err != nil {
+		unix.Close(pipe[0])
+		return nil, fmt.Errorf("start %s: output pipe: %w", cmd.Path, err)
+	}
+	out := os.NewFile(uintptr(pipe[0]), "python-output")
+
+	stdin, stderr := uintptr(devnull), uintptr(pipe[1])
+	if cmd.Stdin != nil {
+		stdin = cmd.Stdin.Fd()
+	}
+	var errOut *os.File
+	if cmd.Stderr != nil {
+		var errPipe [2]int
+		if err := unix.Pipe2(errPipe[:], unix.O_CLOEXEC); err != nil {
+			out.Close()
+			return nil, fmt.Errorf("start %s: stderr pipe: %w", cmd.Path, err)
+		}
+		defer unix.Close(errPipe[1])
+		if err := unix.SetNonblock(errPipe[0], true); err != nil {
+			unix.Close(errPipe[0])
+			out.Close()
+			return nil, fmt.Errorf("start %s: stderr pipe: %w", cmd.Path, err)
+		}
+		errOut = os.NewFile(uintptr(errPipe[0]), "python-stderr")
+		stderr = uintptr(errPipe[1])
+	}
+
+	files := []uintptr{stdin, uintptr(pipe[1]), stderr}
+	for _, f := range cmd.ExtraFiles {
+		if f == nil {
+			files = append(files, ^uintptr(0)) // closed in the child
+			continue
+		}
+		files = append(files, f.Fd())
+	}
+	files = append(files, uintptr(hs[0]))
+	req := spawnRequest{
+		path: cmd.Path,
+		argv: append([]string{cmd.Path}, cmd.Args...),
+		attr: &syscall.ProcAttr{
+			Dir:   cmd.Dir,
+			Env:   env,
+			Files: files,
+			Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+		},
+		reply: make(chan spawnReply, 1),
+	}
+
+	// Subscribe to the exit before the child exists.
+	p := newProcess(out, errOut, s.guard.remove)
+	pidc := make(chan int, 1)
+	go p.wait(pidc)
+
+	fail := func(err error) (*Process, error) {
+		close(pidc)
+		out.Close()
+		if errOut != nil {
+			errOut.Close()
+		}
+		return nil, err
+	}
+	s.guard.prepare(cmd.Path)
+	// Counted before the fork: the end-of-run sweep then knows how many
+	// pids can have been handed out since python's (see KillSession).
+	p.forks0, _ = sweep.ForkCount()
+	select {
+	case s.reqs <- req:
+	case <-s.quit:
+		return fail(ErrClosed)
+	case <-ctx.Done():
+		return fail(fmt.Errorf("start %s: %w", cmd.Path, ctx.Err()))
+	}
+	// A fork takes milliseconds; once the request is taken the child's
+	// fate must be known, or it would have no owner.
+	r := <-req.reply
+	runtime.KeepAlive(cmd.ExtraFiles)
+	runtime.KeepAlive(cmd.Stdin)
+	if r.err != nil {
+		return fail(fmt.Errorf("start %s: %w", cmd.Path, r.err))
+	}
+	p.pid = r.pid
+	// python waits on the handshake, so the limits are in force before
+	// its first statement; its unreaped pid cannot name anyone else.
+	stepErr := applyLimits(r.pid, cmd.Limits)
+	if stepErr == nil {
+		// Registered before the waiter learns the pid, so the removal at
+		// the child's end always follows this. Without a guard a host
+		// killed with SIGKILL would leave this child's children running:
+		// refuse rather than run unguarded.
+		if err := s.guard.add(r.pid); err != nil {
+			stepErr = err
+		}
+	}
+	if stepErr == nil {
+		if _, err := release.Write([]byte("1")); err != nil {
+			stepErr = fmt.Errorf("handshake: %w", err)
+		}
+	}
+	if stepErr != nil {
+		_ = unix.Kill(-r.pid, unix.SIGKILL)
+	}
+	go copyOutput(p.out, cmd.Output, p.readerDone)
+	if errOut != nil {
+		go copyOutput(errOut, cmd.Stderr, p.errDone)
+	}
+	pidc <- r.pid
+	if stepErr != nil {
+		<-p.done
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, stepErr)
+	}
+	return p, nil
+}
