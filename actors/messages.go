@@ -1,14 +1,17 @@
 package actors
 
-import "github.com/executecode/executecode/kernelworker"
+import "github.com/asynkron/protoactor-go/actor"
 
-// spawnWorker asks the workers supervisor to boot a kernel and adopt its
-// worker actor as a child. Answered with spawnedWorker.
-type spawnWorker struct{ opts kernelworker.Options }
+// spawnChild asks the workers supervisor to spawn a kernel's worker
+// actor as its child. Answered with spawnedChild.
+type spawnChild struct {
+	props *actor.Props
+	name  string
+}
 
-type spawnedWorker struct {
-	handle kernelworker.Handle
-	err    error
+type spawnedChild struct {
+	pid *actor.PID
+	err error
 }
 
 // ownerActor is the do-nothing actor behind an Owner handle: its only job

@@ -20,9 +20,9 @@ import (
 const (
 	maxRestarts   = 10
 	restartWindow = time.Minute
-	// spawnTimeout bounds one kernel boot as seen by the registry: the
-	// 10 s startup deadline plus spawning.
-	spawnTimeout = 15 * time.Second
+	// spawnTimeout bounds the workers supervisor's spawn of one worker
+	// actor, which it does at once unless it is gone.
+	spawnTimeout = 10 * time.Second
 )
 
 // ErrTreeStopped reports a tree whose actors are gone.
@@ -166,7 +166,11 @@ func (s *subtree) Receive(ctx actor.Context) {
 	base := s.base
 	exits := newExitBook()
 	cfg.ExitOf = exits.take
-	cfg.Starter = func(rctx actor.Context, key registry.Key, generation uint64, wo registry.WorkerOptions) (kernelworker.Handle, error) {
+	sys := ctx.ActorSystem()
+	cfg.Starter = func(sctx context.Context, key registry.Key, generation uint64, wo registry.WorkerOptions) (kernelworker.Handle, error) {
+		if err := sctx.Err(); err != nil {
+			return kernelworker.Handle{}, fmt.Errorf("%w: %w", kernelworker.ErrStartupFailed, err)
+		}
 		opts := base
 		opts.Key, opts.Generation = key, generation
 		opts.Cwd, opts.Interpreter = key.Cwd, wo.InterpreterConfigured
@@ -174,17 +178,16 @@ func (s *subtree) Receive(ctx actor.Context) {
 		opts.MaxQueuedCells, opts.MaxOutputBytes, opts.Limits = wo.MaxQueuedCells, wo.MaxOutputBytes, wo.Limits
 		report := &exitReport{}
 		opts.OnExit = report.chain(base.OnExit)
-		res, err := rctx.RequestFuture(workers, &spawnWorker{opts: opts}, spawnTimeout).Result()
-		if err != nil {
-			return kernelworker.Handle{}, fmt.Errorf("%w: workers supervisor: %w", kernelworker.ErrStartupFailed, err)
+		// The boot runs here, on the registry's start goroutine, so boots
+		// of different keys overlap; only the spawn of the worker actor
+		// goes through the supervisor, which adopts it.
+		h, err := kernelworker.Start(childSpawner{sys: sys, supervisor: workers}, opts)
+		if err == nil && h.PID != nil {
+			// Booked before the registry learns of the worker, so before
+			// it can handle the worker's Terminated.
+			exits.book(h.PID, report)
 		}
-		sp := res.(*spawnedWorker)
-		if sp.err == nil && sp.handle.PID != nil {
-			// Booked while the registry is still inside this start, so
-			// before it can handle the worker's Terminated.
-			exits.book(sp.handle.PID, report)
-		}
-		return sp.handle, sp.err
+		return h, err
 	}
 	s.tree.Workers = workers
 	s.tree.Registry = ctx.Spawn(registryProps(cfg))
@@ -203,10 +206,48 @@ func stopDecider(any) actor.Directive { return actor.StopDirective }
 type workersSupervisor struct{}
 
 func (w *workersSupervisor) Receive(ctx actor.Context) {
-	if msg, ok := ctx.Message().(*spawnWorker); ok {
-		h, err := kernelworker.Start(ctx, msg.opts)
-		ctx.Respond(&spawnedWorker{handle: h, err: err})
+	if msg, ok := ctx.Message().(*spawnChild); ok {
+		pid, err := ctx.SpawnNamed(msg.props, msg.name)
+		ctx.Respond(&spawnedChild{pid: pid, err: err})
 	}
+}
+
+var _ actor.SpawnerContext = childSpawner{}
+
+// childSpawner is the workers supervisor as the parent kernelworker.Start
+// spawns a worker under, for use off the supervisor's goroutine: each
+// spawn is a request the supervisor answers at once, so a slow boot
+// never holds its mailbox.
+type childSpawner struct {
+	sys        *actor.ActorSystem
+	supervisor *actor.PID
+}
+
+func (s childSpawner) Parent() *actor.PID              { return nil }
+func (s childSpawner) Self() *actor.PID                { return s.supervisor }
+func (s childSpawner) Actor() actor.Actor              { return nil }
+func (s childSpawner) ActorSystem() *actor.ActorSystem { return s.sys }
+func (s childSpawner) Logger() *slog.Logger            { return s.sys.Logger() }
+
+func (s childSpawner) Spawn(props *actor.Props) *actor.PID {
+	return s.SpawnPrefix(props, "")
+}
+
+func (s childSpawner) SpawnPrefix(props *actor.Props, prefix string) *actor.PID {
+	pid, _ := s.SpawnNamed(props, prefix+s.sys.ProcessRegistry.NextId())
+	return pid
+}
+
+func (s childSpawner) SpawnNamed(props *actor.Props, name string) (*actor.PID, error) {
+	res, err := s.sys.Root.RequestFuture(s.supervisor, &spawnChild{props: props, name: name}, spawnTimeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("workers supervisor: %w", err)
+	}
+	sp, ok := res.(*spawnedChild)
+	if !ok {
+		return nil, fmt.Errorf("workers supervisor answered %T", res)
+	}
+	return sp.pid, sp.err
 }
 
 func (ownerActor) Receive(actor.Context) {}

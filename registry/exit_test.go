@@ -107,12 +107,11 @@ func TestAnEvictionIsReportedAtTheDecision(t *testing.T) {
 	for _, e := range h.rec.Events() {
 		names = append(names, e.Name())
 	}
-	assert.Equal(t, []string{
-		"coding_agent.python_repl.session.start",
-		"coding_agent.python_repl.session.evict",
-		"coding_agent.python_repl.session.start",
-		"coding_agent.python_repl.session.stop",
-	}, names)
+	// The new kernel starts while the evicted one stops: the registry
+	// does not wait for either, so those two may come in either order.
+	require.Len(t, names, 4)
+	assert.Equal(t, []string{"coding_agent.python_repl.session.start", "coding_agent.python_repl.session.evict"}, names[:2])
+	assert.ElementsMatch(t, []string{"coding_agent.python_repl.session.start", "coding_agent.python_repl.session.stop"}, names[2:])
 }
 
 func TestSnapshotCountsQueuedCells(t *testing.T) {

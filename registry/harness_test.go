@@ -65,6 +65,9 @@ type harness struct {
 	failNext int
 	// onStart, when set, shapes each new fake before it is spawned.
 	onStart func(gen uint64, w *fakeWorker)
+	// gate, when set, runs first in every start, outside the lock: a
+	// test holds a start there.
+	gate func(ctx context.Context, key Key, gen uint64)
 }
 
 func newHarness(t testing.TB, tune ...func(*Config)) *harness {
@@ -133,8 +136,15 @@ func (h *harness) close() {
 	h.sys.Shutdown()
 }
 
-// start is the registry's Starter: it spawns a fake worker.
-func (h *harness) start(ctx actor.Context, key Key, gen uint64, _ WorkerOptions) (kernelworker.Handle, error) {
+// start is the registry's Starter: it spawns a fake worker, after
+// waiting for the gate a test set, if any.
+func (h *harness) start(ctx context.Context, key Key, gen uint64, _ WorkerOptions) (kernelworker.Handle, error) {
+	h.mu.Lock()
+	gate := h.gate
+	h.mu.Unlock()
+	if gate != nil {
+		gate(ctx, key, gen)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.failNext > 0 {
@@ -150,7 +160,7 @@ func (h *harness) start(ctx actor.Context, key Key, gen uint64, _ WorkerOptions)
 	if h.onStart != nil {
 		h.onStart(gen, w)
 	}
-	pid := ctx.ActorSystem().Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }))
+	pid := h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }))
 	h.fakes[gen] = pid
 	return kernelworker.Handle{PID: pid}, nil
 }

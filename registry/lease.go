@@ -30,11 +30,14 @@ func (l Lease) Context() context.Context {
 	return l.ctx
 }
 
-var doneContext = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+var doneContext = endedContext(context.Canceled)
+
+// endedContext is a context already done with cause.
+func endedContext(cause error) context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
 	return ctx
-}()
+}
 
 // lease is the registry's record of a Lease.
 type lease struct {

@@ -114,8 +114,10 @@ type Snapshot struct {
 	ReapInterval time.Duration
 }
 
-// Messages the actor sends itself from timers and AfterFuncs.
+// Messages the actor sends itself from timers, AfterFuncs and Starter
+// goroutines.
 type (
+	started     struct{ flight *flight }
 	callerDone  struct{ lease uint64 }
 	reapTick    struct{ token uint64 }
 	reapIdle    struct{} // reap once without rescheduling (tests)
