@@ -13,7 +13,3 @@ type spawnedChild struct {
 	pid *actor.PID
 	err error
 }
-
-// ownerActor is the do-nothing actor behind an Owner handle: its only job
-// is to exist until Detach, so the registry can Watch it like any owner.
-type ownerActor struct{}

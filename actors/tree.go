@@ -28,18 +28,33 @@ const (
 // ErrTreeStopped reports a tree whose actors are gone.
 var ErrTreeStopped = errors.New("supervision tree stopped")
 
-// Tree is a running supervision tree.
+// Tree is a running supervision tree, as the handles of its actors: its
+// users never see an actor system or a PID.
 type Tree struct {
-	System   *actor.ActorSystem
-	Registry *actor.PID
-	Workers  *actor.PID
+	// Registry is the kernel registry: owners, kernels, leases.
+	Registry *registry.Client
 	// Approvals is the approval broker. It is a child of the root of its
 	// own, restarted on its own: its failures never touch a kernel.
 	Approvals *approval.Broker
-	// Introspect answers introspect.Request with the aggregate snapshot.
-	// Like the broker it is a root child restarted on its own.
-	Introspect *actor.PID
-	subtree    *actor.PID
+	// Introspect answers with the aggregate snapshot. Like the broker it
+	// is a root child restarted on its own.
+	Introspect *introspect.Client
+
+	system   *actor.ActorSystem
+	registry *actor.PID
+	workers  *actor.PID
+	subtree  *actor.PID
+}
+
+// RegisteredProcesses counts the processes in the tree's actor system:
+// actors and futures not yet removed. A test of the host reads it to see
+// that ended sessions and cells leave nothing behind.
+func (t *Tree) RegisteredProcesses() int {
+	n := 0
+	for _, b := range t.system.ProcessRegistry.LocalPIDs.LocalPIDs {
+		n += b.Count()
+	}
+	return n
 }
 
 // Option configures Start.
@@ -71,7 +86,7 @@ func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config,
 		actor.WithDeadLetterThrottleInterval(time.Millisecond),
 	)
 	compactRegistry(sys.ProcessRegistry)
-	t := &Tree{System: sys}
+	t := &Tree{system: sys}
 	ready := make(chan struct{})
 	subtreeProps := actor.PropsFromProducer(func() actor.Actor {
 		return &subtree{tree: t, cfg: cfg, base: base, ready: ready}
@@ -87,8 +102,9 @@ func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config,
 	// The registry restarts in place, so its PID stays valid for the
 	// introspect actor across a subtree restart.
 	icfg := o.introspect
-	icfg.Registry = t.Registry
-	t.Introspect = sys.Root.Spawn(introspect.Props(icfg))
+	icfg.Registry = t.registry
+	t.Registry = registry.NewClient(sys.Root, t.registry)
+	t.Introspect = introspect.NewClient(sys.Root, sys.Root.Spawn(introspect.Props(icfg)))
 	return t, nil
 }
 
@@ -127,7 +143,7 @@ func compactRegistry(pr *actor.ProcessRegistryValue) {
 // then the actor system. It waits for the subtree at most until ctx ends.
 func (t *Tree) Shutdown(ctx context.Context) error {
 	done := make(chan error, 1)
-	go func() { done <- t.System.Root.StopFuture(t.subtree).Wait() }()
+	go func() { done <- t.system.Root.StopFuture(t.subtree).Wait() }()
 	var err error
 	select {
 	case werr := <-done:
@@ -137,7 +153,7 @@ func (t *Tree) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("stop supervision tree: %w", ctx.Err())
 	}
-	t.System.Shutdown()
+	t.system.Shutdown()
 	return err
 }
 
@@ -157,7 +173,7 @@ func (s *subtree) Receive(ctx actor.Context) {
 	// Children are spawned once; on a restart protoactor restarts them in
 	// place (same PIDs), so the registry's starter keeps pointing at the
 	// right supervisor.
-	if s.tree.Workers != nil {
+	if s.tree.workers != nil {
 		return
 	}
 	workers := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &workersSupervisor{} },
@@ -189,8 +205,8 @@ func (s *subtree) Receive(ctx actor.Context) {
 		}
 		return h, err
 	}
-	s.tree.Workers = workers
-	s.tree.Registry = ctx.Spawn(registryProps(cfg))
+	s.tree.workers = workers
+	s.tree.registry = ctx.Spawn(registryProps(cfg))
 	close(s.ready)
 }
 
@@ -249,21 +265,3 @@ func (s childSpawner) SpawnNamed(props *actor.Props, name string) (*actor.PID, e
 	}
 	return sp.pid, sp.err
 }
-
-func (ownerActor) Receive(actor.Context) {}
-
-// Owner is a session owner for hosts without actors of their own; the
-// registry watches its actor. Detach stops it, which the registry sees
-// exactly like the death of an owner.
-type Owner struct {
-	PID *actor.PID
-	sys *actor.ActorSystem
-}
-
-// NewOwner spawns an owner actor.
-func (t *Tree) NewOwner() Owner {
-	return Owner{PID: t.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return ownerActor{} })), sys: t.System}
-}
-
-// Stop ends the owner; it waits until the actor is gone.
-func (o Owner) Stop() { _ = o.sys.Root.StopFuture(o.PID).Wait() }

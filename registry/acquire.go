@@ -130,7 +130,7 @@ func (r *registry) onChecked(ctx actor.Context, p *pending, e *entry, st workerS
 func (r *registry) live() int { return len(r.entries) + r.starts }
 
 func allocation(e *entry, l *lease, reused bool) Allocation {
-	return Allocation{Worker: e.pid, Bells: e.bells, Workspace: e.workspace, Generation: e.generation, Reused: reused, Lease: l.public()}
+	return Allocation{Worker: e.worker, Bells: e.bells, Workspace: e.workspace, Generation: e.generation, Reused: reused, Lease: l.public()}
 }
 
 // bounds checks a request and resolves its bounds against the defaults.
@@ -302,7 +302,8 @@ func (r *registry) onStarted(ctx actor.Context, f *flight) {
 	ctx.Watch(h.PID)
 	now := r.cfg.Now()
 	e := &entry{
-		ekey: p.ekey, key: p.key, forkOwner: p.forkOwner, pid: h.PID, bells: h.Bells, workspace: h.Workspace,
+		ekey: p.ekey, key: p.key, forkOwner: p.forkOwner, pid: h.PID,
+		worker: kernelworker.NewClient(ctx.ActorSystem().Root, h.PID), bells: h.Bells, workspace: h.Workspace,
 		generation: p.gen, owners: map[string]*owner{}, leases: map[uint64]*lease{},
 		lastUse: now, startedAt: now, idleTimeout: p.idle, capacity: p.maxLive,
 	}
@@ -333,7 +334,7 @@ func (r *registry) handOut(ctx actor.Context, p *pending, e *entry, reused bool)
 		case w.gone:
 			r.nextLease++
 			l := Lease{id: r.nextLease, generation: e.generation, worker: e.pid, ctx: endedContext(ErrOwnerGone)}
-			r.answer(ctx, w.to, &AcquireReply{Allocation: Allocation{Worker: e.pid, Bells: e.bells,
+			r.answer(ctx, w.to, &AcquireReply{Allocation: Allocation{Worker: e.worker, Bells: e.bells,
 				Workspace: e.workspace, Generation: e.generation, Reused: reused, Lease: l}})
 			continue
 		}

@@ -28,7 +28,7 @@ func TestConcurrentFirstAcquiresStartExactlyOneWorker(t *testing.T) {
 	assert.Equal(t, 1, h.startCount())
 	fresh := 0
 	for _, a := range allocs {
-		assert.Equal(t, allocs[0].Worker, a.Worker)
+		assert.Equal(t, allocs[0].Worker.PID(), a.Worker.PID())
 		assert.Equal(t, uint64(1), a.Generation)
 		if !a.Reused {
 			fresh++
@@ -120,8 +120,8 @@ func TestInvalidWorkerStatusMakesAcquireReplaceTheWorker(t *testing.T) {
 			second := h.mustAcquire(k, owner)
 			assert.Equal(t, uint64(2), second.Generation)
 			assert.False(t, second.Reused)
-			assert.NotEqual(t, first.Worker, second.Worker)
-			h.waitGone(first.Worker)
+			assert.NotEqual(t, first.Worker.PID(), second.Worker.PID())
+			h.waitGone(first.Worker.PID())
 			assert.Equal(t, 1, h.snapshot().Live)
 		})
 	}
@@ -153,7 +153,7 @@ func TestNonAttachablePhasesAreReplacedAndAttachableOnesReused(t *testing.T) {
 			second := h.mustAcquire(k, owner)
 			assert.Equal(t, c.reused, second.Reused)
 			if c.reused {
-				assert.Equal(t, first.Worker, second.Worker)
+				assert.Equal(t, first.Worker.PID(), second.Worker.PID())
 				assert.Empty(t, h.stopsOf(1))
 				return
 			}

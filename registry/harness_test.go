@@ -485,9 +485,7 @@ func (h *harness) finish(gen uint64) {
 // execute submits a cell on alloc, with the lease's context as the cell's
 // context (as the facade does), and returns the reply channel.
 func (h *harness) execute(alloc Allocation) <-chan kernelworker.CellResult {
-	reply := make(chan kernelworker.CellResult, 1)
-	h.sys.Root.Send(alloc.Worker, &kernelworker.Execute{Ctx: alloc.Lease.Context(), Code: "x = 1", Reply: reply})
-	return reply
+	return alloc.Worker.Execute(alloc.Lease.Context(), kernelworker.Cell{Code: "x = 1"})
 }
 
 // waitGone waits until the actor has stopped.

@@ -6,18 +6,27 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/pump"
 )
 
-// Requests are sent with protoactor request/response (RequestFuture);
-// each is answered with its *Reply. Pointer and value forms are both
-// accepted.
+// Requests are what a Client sends; each is answered with its *Reply, on
+// the Client's reply channel, or to the sender of a request sent with
+// RequestFuture (the introspect actor's snapshot, tests). Pointer and
+// value forms are both accepted.
+
+// replySlot is a request's reply channel, set by the Client.
+type replySlot struct{ reply chan<- any }
+
+func (s *replySlot) setReply(ch chan<- any) { s.reply = ch }
+func (s replySlot) replyChan() chan<- any   { return s.reply }
 
 // Acquire checks out a kernel for Key on behalf of Owner, starting one if
 // needed (kernel.md §3.3). Caller is the calling operation: when it is
 // done, the lease ends. MaxLiveKernels and IdleTimeout are this request's
 // bounds; zero takes the registry's. A negative IdleTimeout means never.
 type Acquire struct {
+	replySlot
 	Key            Key
 	Owner          *actor.PID
 	Caller         context.Context
@@ -35,7 +44,7 @@ type AcquireReply struct {
 
 // Allocation is a checked-out kernel.
 type Allocation struct {
-	Worker *actor.PID
+	Worker kernelworker.Client
 	Bells  *pump.Bells
 	// Workspace is the kernel's private workspace (kernelworker.Handle).
 	Workspace  string
@@ -47,7 +56,10 @@ type Allocation struct {
 // Release ends a lease. Releasing twice, or releasing a lease whose
 // kernel is gone, succeeds; a lease the registry never issued fails with
 // ErrInvalidLease.
-type Release struct{ Lease Lease }
+type Release struct {
+	replySlot
+	Lease Lease
+}
 
 // ReleaseReply answers Release.
 type ReleaseReply struct{ Err error }
@@ -57,6 +69,7 @@ type ReleaseReply struct{ Err error }
 // its worker is gone; a co-owner is moved to a fork of its own, so only
 // it starts afresh.
 type Reset struct {
+	replySlot
 	Key   Key
 	Owner *actor.PID
 }
@@ -72,7 +85,10 @@ type ResetReply struct {
 
 // Detach removes Owner from every kernel and forgets its forks (ruling 6),
 // exactly as Owner's death does.
-type Detach struct{ Owner *actor.PID }
+type Detach struct {
+	replySlot
+	Owner *actor.PID
+}
 
 // DetachReply answers Detach.
 type DetachReply struct{}
@@ -82,14 +98,14 @@ type DetachReply struct{}
 // stopping, or every one left failed to stop in time. A host sends it
 // before it stops the tree, whose own stop ends workers without a stop
 // event.
-type StopAll struct{}
+type StopAll struct{ replySlot }
 
 // StopAllReply answers StopAll; Err is ErrStopFailed when some worker did
 // not stop within the stop timeout.
 type StopAllReply struct{ Err error }
 
 // SnapshotRequest asks for a Snapshot.
-type SnapshotRequest struct{}
+type SnapshotRequest struct{ replySlot }
 
 // Snapshot is the aggregate state (kernel.md §3.11, ruling 13): exact
 // counts and the settings in effect, no identities. Max and IdleTimeout

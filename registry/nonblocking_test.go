@@ -158,7 +158,7 @@ func TestRegistryAnswersWhileAStatusQueryIsStuck(t *testing.T) {
 
 	// The silent worker dies: its query resolves at once, unreachable,
 	// and the acquire gets a fresh kernel.
-	h.sys.Root.Send(a.Worker, fakeDie{})
+	h.sys.Root.Send(a.Worker.PID(), fakeDie{})
 	got := result[*AcquireReply](h, stuck)
 	require.NoError(t, got.Err)
 	assert.Equal(t, uint64(3), got.Allocation.Generation)
@@ -177,7 +177,7 @@ func TestAcquiresOfAStartingKeyJoinItsStart(t *testing.T) {
 	a, b := result[*AcquireReply](h, first), result[*AcquireReply](h, second)
 	require.NoError(t, a.Err)
 	require.NoError(t, b.Err)
-	assert.Equal(t, a.Allocation.Worker, b.Allocation.Worker)
+	assert.Equal(t, a.Allocation.Worker.PID(), b.Allocation.Worker.PID())
 	assert.Equal(t, 1, h.startCount())
 	s := h.snapshot()
 	assert.Equal(t, 2, s.Owners)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/pump"
 	"github.com/executecode/executecode/telemetry"
 )
@@ -57,6 +58,7 @@ type entry struct {
 	key        Key
 	forkOwner  string // owner PID key of a fork kernel; "" for a base kernel
 	pid        *actor.PID
+	worker     kernelworker.Client
 	bells      *pump.Bells
 	workspace  string
 	generation uint64
@@ -104,6 +106,9 @@ func newRegistry(cfg Config) *registry {
 
 func (r *registry) Receive(ctx actor.Context) {
 	to := replyTo{pid: ctx.Sender()}
+	if m, ok := ctx.Message().(interface{ replyChan() chan<- any }); ok {
+		to.ch = m.replyChan()
+	}
 	switch m := ctx.Message().(type) {
 	case *Acquire:
 		r.onAcquire(ctx, m, to)
@@ -144,13 +149,25 @@ func (r *registry) Receive(ctx actor.Context) {
 	}
 }
 
-// replyTo is where an answer goes: the sender of a request (a future),
-// or nowhere for a plain send.
-type replyTo struct{ pid *actor.PID }
+// replyTo is where an answer goes: a Client's reply channel, the sender
+// of a request (a future), or nowhere for a plain send.
+type replyTo struct {
+	ch  chan<- any
+	pid *actor.PID
+}
 
-// answer never blocks: a reply is a send.
+func (to replyTo) some() bool { return to.ch != nil || to.pid != nil }
+
+// answer never blocks: a reply channel holds the one answer, and a reply
+// to a sender is a send.
 func (r *registry) answer(ctx actor.Context, to replyTo, v any) {
-	if to.pid != nil {
+	switch {
+	case to.ch != nil:
+		select {
+		case to.ch <- v:
+		default:
+		}
+	case to.pid != nil:
 		ctx.Send(to.pid, v)
 	}
 }

@@ -126,7 +126,7 @@ func (r *registry) onStopAll(ctx actor.Context, to replyTo) {
 		}
 		r.fail(ctx, p, fmt.Errorf("acquire: %w", ErrShutdown))
 	}
-	if to.pid != nil {
+	if to.some() {
 		r.stopAllWaiters = append(r.stopAllWaiters, to)
 	}
 	r.answerStopAll(ctx)
