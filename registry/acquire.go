@@ -68,20 +68,20 @@ type waiter struct {
 }
 
 type deferredReset struct {
-	m  *Reset
+	m  *resetMsg
 	to replyTo
 }
 
 // onAcquire is kernel.md §3.3. It answers at once when it can; otherwise
 // the acquire becomes a pending that resolves on a later message.
-func (r *registry) onAcquire(ctx actor.Context, m *Acquire, to replyTo) {
+func (r *registry) onAcquire(ctx actor.Context, m *acquireMsg, to replyTo) {
 	maxLive, idle, err := r.bounds(m)
 	if err != nil {
-		r.answer(ctx, to, &AcquireReply{Err: err})
+		r.answer(ctx, to, &acquireReply{Err: err})
 		return
 	}
 	if err := context.Cause(m.Caller); err != nil {
-		r.answer(ctx, to, &AcquireReply{Err: fmt.Errorf("acquire: caller gone: %w", err)})
+		r.answer(ctx, to, &acquireReply{Err: fmt.Errorf("acquire: caller gone: %w", err)})
 		return
 	}
 	r.effMax, r.effIdle = maxLive, idle
@@ -134,7 +134,7 @@ func allocation(e *entry, l *lease, reused bool) Allocation {
 }
 
 // bounds checks a request and resolves its bounds against the defaults.
-func (r *registry) bounds(m *Acquire) (maxLive int, idle time.Duration, err error) {
+func (r *registry) bounds(m *acquireMsg) (maxLive int, idle time.Duration, err error) {
 	switch {
 	case m.Owner == nil:
 		return 0, 0, fmt.Errorf("acquire: %w: no owner", ErrInvalidRequest)
@@ -328,13 +328,13 @@ func (r *registry) handOut(ctx actor.Context, p *pending, e *entry, reused bool)
 		reused := reused || i > 0
 		switch {
 		case p.stopAll:
-			r.answer(ctx, w.to, &AcquireReply{Err: fmt.Errorf("acquire: %w", ErrShutdown)})
+			r.answer(ctx, w.to, &acquireReply{Err: fmt.Errorf("acquire: %w", ErrShutdown)})
 			r.unwait(ctx, w)
 			continue
 		case w.gone:
 			r.nextLease++
 			l := Lease{id: r.nextLease, generation: e.generation, worker: e.pid, ctx: endedContext(ErrOwnerGone)}
-			r.answer(ctx, w.to, &AcquireReply{Allocation: Allocation{Worker: e.worker, Bells: e.bells,
+			r.answer(ctx, w.to, &acquireReply{Allocation: Allocation{Worker: e.worker, Bells: e.bells,
 				Workspace: e.workspace, Generation: e.generation, Reused: reused, Lease: l}})
 			continue
 		}
@@ -342,11 +342,11 @@ func (r *registry) handOut(ctx actor.Context, p *pending, e *entry, reused bool)
 		r.attach(e, w.owner)
 		e.idleTimeout = w.idle
 		if err := context.Cause(w.caller); err != nil {
-			r.answer(ctx, w.to, &AcquireReply{Err: fmt.Errorf("acquire: caller gone: %w", err)})
+			r.answer(ctx, w.to, &acquireReply{Err: fmt.Errorf("acquire: caller gone: %w", err)})
 			continue
 		}
 		l := r.checkout(ctx, e, w.owner, w.caller)
-		r.answer(ctx, w.to, &AcquireReply{Allocation: allocation(e, l, reused)})
+		r.answer(ctx, w.to, &acquireReply{Allocation: allocation(e, l, reused)})
 	}
 	switch {
 	case p.stopAll:
@@ -370,7 +370,7 @@ func (r *registry) unwait(ctx actor.Context, w *waiter) {
 func (r *registry) fail(ctx actor.Context, p *pending, err error) {
 	delete(r.pending, p.ekey)
 	for _, w := range p.waiters {
-		r.answer(ctx, w.to, &AcquireReply{Err: err})
+		r.answer(ctx, w.to, &acquireReply{Err: err})
 		r.unwait(ctx, w)
 	}
 	r.runDeferred(ctx, p)

@@ -78,7 +78,7 @@ func (c *Client) Detach(ctx context.Context, o *Owner) error {
 	if o == nil {
 		return nil
 	}
-	_, err := request[*DetachReply](ctx, c, &Detach{Owner: o.pid})
+	_, err := request[*detachReply](ctx, c, &detachMsg{Owner: o.pid})
 	_ = c.root.StopFuture(o.pid).Wait()
 	if err != nil {
 		return fmt.Errorf("detach: %w", err)
@@ -94,7 +94,7 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Allocation, e
 	if req.Owner == nil {
 		return Allocation{}, fmt.Errorf("acquire: %w: no owner", ErrInvalidRequest)
 	}
-	rep, err := request[*AcquireReply](ctx, c, &Acquire{
+	rep, err := request[*acquireReply](ctx, c, &acquireMsg{
 		Key: req.Key, Owner: req.Owner.pid, Caller: req.Caller,
 		MaxLiveKernels: req.MaxLiveKernels, IdleTimeout: req.IdleTimeout, Worker: req.Worker,
 	})
@@ -104,31 +104,31 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Allocation, e
 	return rep.Allocation, rep.Err
 }
 
-// Release ends a lease (see Release).
+// Release ends a lease (see releaseMsg).
 func (c *Client) Release(ctx context.Context, l Lease) error {
-	rep, err := request[*ReleaseReply](ctx, c, &Release{Lease: l})
+	rep, err := request[*releaseReply](ctx, c, &releaseMsg{Lease: l})
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	return rep.Err
 }
 
-// Reset discards o's state for key (see Reset). Its error wraps
+// Reset discards o's state for key (see resetMsg). Its error wraps
 // ErrStopFailed when the old kernel could not be confirmed gone.
 func (c *Client) Reset(ctx context.Context, key Key, o *Owner) (ResetResult, error) {
 	if o == nil {
 		return ResetResult{}, fmt.Errorf("reset: %w: no owner", ErrInvalidRequest)
 	}
-	rep, err := request[*ResetReply](ctx, c, &Reset{Key: key, Owner: o.pid})
+	rep, err := request[*resetReply](ctx, c, &resetMsg{Key: key, Owner: o.pid})
 	if err != nil {
 		return ResetResult{}, fmt.Errorf("reset: %w", err)
 	}
 	return ResetResult{Performed: rep.Performed, Forked: rep.Forked}, rep.Err
 }
 
-// StopAll stops every kernel as a shutdown (see StopAll).
+// StopAll stops every kernel as a shutdown (see stopAllMsg).
 func (c *Client) StopAll(ctx context.Context) error {
-	rep, err := request[*StopAllReply](ctx, c, &StopAll{})
+	rep, err := request[*stopAllReply](ctx, c, &stopAllMsg{})
 	if err != nil {
 		return fmt.Errorf("stop all: %w", err)
 	}

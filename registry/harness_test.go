@@ -231,19 +231,19 @@ type idleActor struct{}
 
 func (idleActor) Receive(actor.Context) {}
 
-type acquireOpt func(*Acquire)
+type acquireOpt func(*acquireMsg)
 
-func withMax(n int) acquireOpt                { return func(a *Acquire) { a.MaxLiveKernels = n } }
-func withIdle(d time.Duration) acquireOpt     { return func(a *Acquire) { a.IdleTimeout = d } }
-func withCaller(c context.Context) acquireOpt { return func(a *Acquire) { a.Caller = c } }
+func withMax(n int) acquireOpt                { return func(a *acquireMsg) { a.MaxLiveKernels = n } }
+func withIdle(d time.Duration) acquireOpt     { return func(a *acquireMsg) { a.IdleTimeout = d } }
+func withCaller(c context.Context) acquireOpt { return func(a *acquireMsg) { a.Caller = c } }
 
-func (h *harness) acquire(k Key, owner *actor.PID, opts ...acquireOpt) *AcquireReply {
+func (h *harness) acquire(k Key, owner *actor.PID, opts ...acquireOpt) *acquireReply {
 	h.t.Helper()
-	m := &Acquire{Key: k, Owner: owner, Caller: context.Background()}
+	m := &acquireMsg{Key: k, Owner: owner, Caller: context.Background()}
 	for _, o := range opts {
 		o(m)
 	}
-	return ask[*AcquireReply](h, m)
+	return ask[*acquireReply](h, m)
 }
 
 // mustAcquire acquires and requires success.
@@ -256,17 +256,17 @@ func (h *harness) mustAcquire(k Key, owner *actor.PID, opts ...acquireOpt) Alloc
 
 func (h *harness) release(l Lease) error {
 	h.t.Helper()
-	return ask[*ReleaseReply](h, &Release{Lease: l}).Err
+	return ask[*releaseReply](h, &releaseMsg{Lease: l}).Err
 }
 
-func (h *harness) reset(k Key, owner *actor.PID) *ResetReply {
+func (h *harness) reset(k Key, owner *actor.PID) *resetReply {
 	h.t.Helper()
-	return ask[*ResetReply](h, &Reset{Key: k, Owner: owner})
+	return ask[*resetReply](h, &resetMsg{Key: k, Owner: owner})
 }
 
 func (h *harness) detach(owner *actor.PID) {
 	h.t.Helper()
-	ask[*DetachReply](h, &Detach{Owner: owner})
+	ask[*detachReply](h, &detachMsg{Owner: owner})
 }
 
 func (h *harness) snapshot() *Snapshot {

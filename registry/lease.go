@@ -89,22 +89,22 @@ func (r *registry) release(l *lease, cause error) {
 	}
 }
 
-func (r *registry) onRelease(m *Release) *ReleaseReply {
+func (r *registry) onRelease(m *releaseMsg) *releaseReply {
 	lid := m.Lease.id
 	if lid == 0 || lid > r.nextLease {
-		return &ReleaseReply{Err: fmt.Errorf("release: %w", ErrInvalidLease)}
+		return &releaseReply{Err: fmt.Errorf("release: %w", ErrInvalidLease)}
 	}
 	l, ok := r.leases[lid]
 	if !ok {
 		// Already released, or its kernel was stopped: a stale lease never
 		// touches a later generation.
-		return &ReleaseReply{}
+		return &releaseReply{}
 	}
 	if l.entry.generation != m.Lease.generation || !l.entry.pid.Equal(m.Lease.worker) {
-		return &ReleaseReply{Err: fmt.Errorf("release: %w", ErrInvalidLease)}
+		return &releaseReply{Err: fmt.Errorf("release: %w", ErrInvalidLease)}
 	}
 	r.release(l, errLeaseEnded)
-	return &ReleaseReply{}
+	return &releaseReply{}
 }
 
 // onCallerDone releases the lease of a caller whose context ended; the

@@ -37,23 +37,23 @@ func (r *registry) depart(ctx actor.Context, o *owner, alive bool) {
 	r.forgetOwnerIfUnused(ctx, o, alive)
 }
 
-func (r *registry) onDetach(ctx actor.Context, m *Detach) *DetachReply {
+func (r *registry) onDetach(ctx actor.Context, m *detachMsg) *detachReply {
 	if m.Owner == nil {
-		return &DetachReply{}
+		return &detachReply{}
 	}
 	if o, ok := r.owners[pidKey(m.Owner)]; ok {
 		r.depart(ctx, o, true)
 	}
-	return &DetachReply{}
+	return &detachReply{}
 }
 
 // onReset is kernel.md §3.7 with ruling 6. Stopping the owner's own
 // kernel answers once its worker is gone (or with ErrStopFailed), so the
 // caller never runs code next to the state it asked to discard. A reset
 // of a key whose acquire is pending waits until that is over.
-func (r *registry) onReset(ctx actor.Context, m *Reset, to replyTo) {
+func (r *registry) onReset(ctx actor.Context, m *resetMsg, to replyTo) {
 	if m.Owner == nil || !m.Key.complete() {
-		r.answer(ctx, to, &ResetReply{Err: fmt.Errorf("reset: %w", ErrInvalidRequest)})
+		r.answer(ctx, to, &resetReply{Err: fmt.Errorf("reset: %w", ErrInvalidRequest)})
 		return
 	}
 	digest := m.Key.Digest()
@@ -64,7 +64,7 @@ func (r *registry) onReset(ctx actor.Context, m *Reset, to replyTo) {
 	}
 	e, ok := r.entries[ekey]
 	if !ok {
-		r.answer(ctx, to, &ResetReply{Forked: forked})
+		r.answer(ctx, to, &resetReply{Forked: forked})
 		return
 	}
 	ok = false
@@ -84,5 +84,5 @@ func (r *registry) onReset(ctx actor.Context, m *Reset, to replyTo) {
 		r.leaveKernel(ctx, e, o)
 	}
 	o.forks[digest] = struct{}{}
-	r.answer(ctx, to, &ResetReply{Performed: true, Forked: true})
+	r.answer(ctx, to, &resetReply{Performed: true, Forked: true})
 }

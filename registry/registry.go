@@ -110,23 +110,23 @@ func (r *registry) Receive(ctx actor.Context) {
 		to.ch = m.replyChan()
 	}
 	switch m := ctx.Message().(type) {
-	case *Acquire:
+	case *acquireMsg:
 		r.onAcquire(ctx, m, to)
-	case Acquire:
+	case acquireMsg:
 		r.onAcquire(ctx, &m, to)
-	case *Release:
+	case *releaseMsg:
 		r.answer(ctx, to, r.onRelease(m))
-	case Release:
+	case releaseMsg:
 		r.answer(ctx, to, r.onRelease(&m))
-	case *Reset:
+	case *resetMsg:
 		r.onReset(ctx, m, to)
-	case Reset:
+	case resetMsg:
 		r.onReset(ctx, &m, to)
-	case *Detach:
+	case *detachMsg:
 		r.answer(ctx, to, r.onDetach(ctx, m))
-	case Detach:
+	case detachMsg:
 		r.answer(ctx, to, r.onDetach(ctx, &m))
-	case *StopAll, StopAll:
+	case *stopAllMsg, stopAllMsg:
 		r.onStopAll(ctx, to)
 	case *SnapshotRequest, SnapshotRequest:
 		r.onSnapshot(ctx, to)
@@ -227,10 +227,10 @@ func (r *registry) shutdown(ctx actor.Context) {
 	gone := fmt.Errorf("%w: %w", ErrUnavailable, errRegistryStopped)
 	for _, p := range r.pending {
 		for _, w := range p.waiters {
-			r.answer(ctx, w.to, &AcquireReply{Err: fmt.Errorf("acquire: %w", gone)})
+			r.answer(ctx, w.to, &acquireReply{Err: fmt.Errorf("acquire: %w", gone)})
 		}
 		for _, d := range p.deferred {
-			r.answer(ctx, d.to, &ResetReply{Err: fmt.Errorf("reset: %w", gone)})
+			r.answer(ctx, d.to, &resetReply{Err: fmt.Errorf("reset: %w", gone)})
 		}
 	}
 	for _, e := range r.entries {
@@ -247,7 +247,7 @@ func (r *registry) shutdown(ctx actor.Context) {
 		q.answerWaiters(ctx, r, ErrStopFailed)
 	}
 	for _, to := range r.stopAllWaiters {
-		r.answer(ctx, to, &StopAllReply{Err: gone})
+		r.answer(ctx, to, &stopAllReply{Err: gone})
 	}
 	*r = *newRegistry(r.cfg)
 }

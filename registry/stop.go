@@ -43,7 +43,7 @@ type resetWaiter struct {
 
 func (q *quarantine) answerWaiters(ctx actor.Context, r *registry, err error) {
 	for _, w := range q.waiters {
-		r.answer(ctx, w.to, &ResetReply{Performed: true, Forked: w.forked, Err: err})
+		r.answer(ctx, w.to, &resetReply{Performed: true, Forked: w.forked, Err: err})
 	}
 	q.waiters = nil
 }
@@ -152,7 +152,7 @@ func (r *registry) answerStopAll(ctx actor.Context) {
 		err = ErrStopFailed
 	}
 	for _, to := range r.stopAllWaiters {
-		r.answer(ctx, to, &StopAllReply{Err: err})
+		r.answer(ctx, to, &stopAllReply{Err: err})
 	}
 	r.stopAllWaiters = nil
 }
