@@ -116,9 +116,9 @@ const registryBuckets = 1
 
 // compactRegistry shrinks the actor system's process registry from 1,024
 // buckets to registryBuckets before any actor of ours is registered.
-// Every actor, future and status query registers a fresh id, and the ids
-// spread over all 32,768 shard maps, which allocate their storage when
-// first used and never give it back: about 280 bytes per shard, so the
+// Every actor and future (a status query is one) registers a fresh id,
+// and the ids spread over all 32,768 shard maps, which allocate their
+// storage when first used and never give it back: about 280 bytes per shard, so the
 // heap grew with every session cycle and cell until all 9 MB were
 // touched, long after the entries themselves had been removed. With 32
 // shards the registry holds what is live plus about 9 KiB, and 32 lock
