@@ -263,14 +263,7 @@ func (r *registry) start(ctx actor.Context, p *pending) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	starter, sctx, key, gen, opts := r.cfg.Starter, r.startCtx, p.key, p.gen, p.opts
 	go func() {
-		var h kernelworker.Handle
-		err := errors.New("no starter configured")
-		if starter != nil {
-			h, err = starter(sctx, key, gen, opts)
-			if err == nil && h.PID == nil {
-				err = errors.New("starter returned no worker")
-			}
-		}
+		h, err := runStarter(sctx, starter, key, gen, opts)
 		if !f.finish(h, err) {
 			if err == nil {
 				root.Send(h.PID, &kernelworker.Stop{Reason: workerShutdown})
@@ -279,6 +272,25 @@ func (r *registry) start(ctx actor.Context, p *pending) {
 		}
 		root.Send(self, started{flight: f})
 	}()
+}
+
+// runStarter calls starter on the start goroutine. A Starter that
+// panics fails its start, as a panic inside the actor used to fail only
+// the actor: it must not take the host down.
+func runStarter(ctx context.Context, starter Starter, key Key, gen uint64, opts WorkerOptions) (h kernelworker.Handle, err error) {
+	if starter == nil {
+		return h, errors.New("no starter configured")
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			h, err = kernelworker.Handle{}, fmt.Errorf("starter panicked: %v", p)
+		}
+	}()
+	h, err = starter(ctx, key, gen, opts)
+	if err == nil && h.PID == nil {
+		err = errors.New("starter returned no worker")
+	}
+	return h, err
 }
 
 // onStarted takes a Starter's result: the new kernel joins the live set

@@ -336,3 +336,21 @@ func TestRegistryStoppingDuringAStartStopsTheNewWorker(t *testing.T) {
 	assert.Equal(t, []string{"shutdown"}, h.stopsOf(gen))
 	h.waitGone(h.worker(gen))
 }
+
+// A Starter that panics fails its start; the registry and the host go on.
+func TestAPanickingStarterFailsOnlyItsStart(t *testing.T) {
+	h := newHarness(t)
+	h.mu.Lock()
+	h.gate = func(_ context.Context, key Key, _ uint64) {
+		if key.ScopeID == "boom" {
+			panic("starter bug")
+		}
+	}
+	h.mu.Unlock()
+	owner := h.newOwner()
+	failed := h.acquire(h.key("boom"), owner)
+	require.ErrorIs(t, failed.Err, ErrStartupFailed)
+	assert.ErrorContains(t, failed.Err, "starter panicked")
+	ok := h.mustAcquire(h.key("fine"), owner)
+	assert.Equal(t, uint64(1), ok.Generation)
+}
