@@ -33,7 +33,7 @@
 // cell is active, thus decides between the two; the registry decides only
 // whether a kernel stops because nobody owns it. For this to hold, callers
 // must pass Allocation.Lease.Context() (or a context derived from it) as
-// the cell's Execute.Ctx.
+// the ctx of the cell's kernelworker.Client.Execute.
 //
 // Stopping a kernel: the entry leaves the live set at once (it no longer
 // counts against the cap), the worker is sent kernelworker.Stop and the
@@ -54,6 +54,11 @@
 // after a cancellation as session.stop shutdown, and no report as
 // session.crash unknown. An eviction is reported at admission's decision
 // (session.evict), its session.stop when the worker is gone.
+//
+// Callers reach the actor only through Client, whose every call takes a
+// context and waits on a reply channel of its own, so a caller that stops
+// waiting leaves nothing behind; an Allocation carries the kernel's
+// kernelworker.Client, through which cells are sent.
 //
 // The package calls kernelworker only through the Starter it is given and
 // through worker messages (StatusRequest, Stop); it never starts python
