@@ -72,8 +72,10 @@ type deferredReset struct {
 	to replyTo
 }
 
-// onAcquire is kernel.md §3.3. It answers at once when it can; otherwise
-// the acquire becomes a pending that resolves on a later message.
+// onAcquire reuses the key's kernel when its status says it is
+// attachable, else admits and starts a new one. It answers at once when
+// it can; otherwise the acquire becomes a pending that resolves on a
+// later message.
 func (r *registry) onAcquire(ctx actor.Context, m *acquireMsg, to replyTo) {
 	maxLive, idle, err := r.bounds(m)
 	if err != nil {
@@ -155,8 +157,7 @@ func (r *registry) bounds(m *acquireMsg) (maxLive int, idle time.Duration, err e
 	return maxLive, idle, nil
 }
 
-// admit makes room for p's kernel under its cap (kernel.md §3.4) and
-// starts it. Only kernels without a lease are candidates, least recently
+// admit makes room for p's kernel under its cap and starts it. Only kernels without a lease are candidates, least recently
 // used first, from c on; a candidate that is not attachable is stopped
 // (it frees its slot), a quiescent one is evicted, and one still starting
 // or busy is passed over. A lease exists for every call in flight, so
@@ -251,8 +252,7 @@ func (f *flight) abandon(root *actor.RootContext) {
 // seconds, and the registry answers everything else meanwhile. The
 // generation is taken now, so concurrent starts never share one; a start
 // that fails gives it back when no later start took one since, so only
-// successful starts consume generations (kernel.md §3.6) while starts do
-// not overlap.
+// successful starts consume generations while starts do not overlap.
 func (r *registry) start(ctx actor.Context, p *pending) {
 	p.starting = true
 	p.gen = r.nextGeneration

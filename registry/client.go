@@ -86,7 +86,7 @@ func (c *Client) Detach(ctx context.Context, o *Owner) error {
 	return nil
 }
 
-// Acquire checks out a kernel (kernel.md §3.3), starting one if needed.
+// Acquire checks out a kernel for req.Key, starting one if needed.
 // Its errors wrap ErrCapacityExhausted, ErrStartupFailed,
 // ErrInvalidRequest, ErrShutdown or ErrUnavailable, or the caller's
 // cancellation.
