@@ -17,7 +17,6 @@ import (
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/introspect"
-	"github.com/executecode/executecode/registry"
 	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"
 	"github.com/executecode/executecode/tools"
@@ -336,10 +335,8 @@ func (r *Runtime) Close(ctx context.Context) error {
 	if tree != nil {
 		// Each kernel is stopped as a shutdown first, so that it has its
 		// session.stop; the tree's own stop then ends what is left.
-		if rep, serr := request[*registry.StopAllReply](ctx, tree, &registry.StopAll{}); serr != nil {
+		if serr := tree.Registry.StopAll(ctx); serr != nil {
 			err = errors.Join(err, fmt.Errorf("close: stop kernels: %w", serr))
-		} else if rep.Err != nil {
-			err = errors.Join(err, fmt.Errorf("close: stop kernels: %w", rep.Err))
 		}
 		err = errors.Join(err, tree.Shutdown(ctx))
 	}

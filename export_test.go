@@ -6,9 +6,8 @@ import "time"
 // instead of every minute; call it before the first session.
 func SetReapInterval(r *Runtime, d time.Duration) { r.reapInterval = d }
 
-// RegisteredProcesses counts the processes in r's actor system: actors,
-// futures and hand-made reply processes that have not been removed (0
-// before the first session).
+// RegisteredProcesses counts the processes in r's actor system: actors
+// and futures that have not been removed (0 before the first session).
 func RegisteredProcesses(r *Runtime) int {
 	r.mu.Lock()
 	tree := r.tree
@@ -16,11 +15,7 @@ func RegisteredProcesses(r *Runtime) int {
 	if tree == nil {
 		return 0
 	}
-	n := 0
-	for _, b := range tree.System.ProcessRegistry.LocalPIDs.LocalPIDs {
-		n += b.Count()
-	}
-	return n
+	return tree.RegisteredProcesses()
 }
 
 // SetClock makes r's spill reaper read the time from now; call it before

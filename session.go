@@ -20,9 +20,8 @@ import (
 )
 
 const (
-	// registryTimeout bounds one request to the registry; acquire may boot
-	// a kernel (10 s startup deadline) and reset may wait out a stuck
-	// kernel's 15 s stop before they answer.
+	// registryTimeout bounds a lease's release, which the registry
+	// answers at once unless it is gone.
 	registryTimeout = 20 * time.Second
 	// defaultReapInterval is how often the registry looks for idle
 	// kernels.
@@ -48,7 +47,7 @@ type Scope struct {
 // registry (ruling 6).
 type Owner struct {
 	scope    Scope
-	owner    actors.Owner
+	owner    *registry.Owner
 	tree     *actors.Tree
 	detached atomic.Bool
 }
@@ -69,7 +68,11 @@ func (r *Runtime) Attach(scope Scope) (*Owner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Owner{scope: scope, owner: tree.NewOwner(), tree: tree}, nil
+	owner, err := tree.Registry.Attach(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return &Owner{scope: scope, owner: owner, tree: tree}, nil
 }
 
 // Detach ends the owner: its queued cells leave their queues, a kernel
@@ -79,9 +82,7 @@ func (o *Owner) Detach(ctx context.Context) error {
 	if o == nil || o.detached.Swap(true) {
 		return nil
 	}
-	_, err := request[*registry.DetachReply](ctx, o.tree, &registry.Detach{Owner: o.owner.PID})
-	o.owner.Stop()
-	return err
+	return o.tree.Registry.Detach(ctx, o.owner)
 }
 
 // kernels starts the supervision tree on first use.
@@ -128,26 +129,6 @@ func (r *Runtime) kernelWorkspace() (string, error) {
 	return privatetmp.ReserveDir(rs.work.Path(), "lemon-pyrepl")
 }
 
-// request asks an actor of the tree and waits for its typed answer.
-func request[T any](ctx context.Context, tree *actors.Tree, msg any) (T, error) {
-	var zero T
-	timeout := registryTimeout
-	if d, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, max(time.Until(d), time.Millisecond))
-	}
-	res, err := tree.System.Root.RequestFuture(tree.Registry, msg, timeout).Result()
-	if err != nil {
-		return zero, fmt.Errorf("%w: %w", errRegistryUnavailable, err)
-	}
-	v, ok := res.(T)
-	if !ok {
-		return zero, fmt.Errorf("%w: unexpected answer %T", errRegistryUnavailable, res)
-	}
-	return v, nil
-}
-
-var errRegistryUnavailable = errors.New("registry unavailable")
-
 // cellOutcome is how a session call ended before formatting.
 type cellOutcome struct {
 	res            kernelworker.CellResult
@@ -185,16 +166,16 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 
 	resetPerformed := false
 	if call.Reset {
-		rr, err := request[*registry.ResetReply](reqCtx, tree, &registry.Reset{Key: key, Owner: o.owner.PID})
+		rr, err := tree.Registry.Reset(reqCtx, key, o.owner)
 		switch {
-		case err != nil:
+		case errors.Is(err, registry.ErrUnavailable):
 			return r.runFallback(ctx, call, python, FallbackRegistryUnavailable, started, false)
-		case errors.Is(rr.Err, registry.ErrStopFailed):
+		case errors.Is(err, registry.ErrStopFailed):
 			// The old kernel could not be confirmed gone: running on a
 			// new one could race it, running isolated cannot.
 			return r.runFallback(ctx, call, python, FallbackStopFailed, started, false)
-		case rr.Err != nil:
-			return r.sessionFailure(ReasonResetFailed, "Script did not run: the session's kernel could not be reset ("+r.scrubError(rr.Err)+").", false, started, false), nil
+		case err != nil:
+			return r.sessionFailure(ReasonResetFailed, "Script did not run: the session's kernel could not be reset ("+r.scrubError(err)+").", false, started, false), nil
 		}
 		resetPerformed = rr.Performed
 	}
@@ -213,8 +194,8 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	defer cancelCell()
 	defer context.AfterFunc(r.base, cancelCell)()
 
-	acq, err := request[*registry.AcquireReply](reqCtx, tree, &registry.Acquire{
-		Key: key, Owner: o.owner.PID, Caller: cellCtx,
+	alloc, err := tree.Registry.Acquire(reqCtx, registry.AcquireRequest{
+		Key: key, Owner: o.owner, Caller: cellCtx,
 		MaxLiveKernels: r.cfg.MaxLiveKernels, IdleTimeout: r.cfg.KernelIdleTimeout(),
 		Worker: registry.WorkerOptions{
 			InterpreterConfigured: python,
@@ -224,9 +205,6 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 			Limits:                r.kernelLimits(),
 		},
 	})
-	if err == nil {
-		err = acq.Err
-	}
 	switch {
 	case errors.Is(err, registry.ErrCapacityExhausted):
 		return r.runFallback(ctx, call, python, FallbackCapacityExhausted, started, resetPerformed)
@@ -235,11 +213,10 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	case err != nil:
 		return r.runFallback(ctx, call, python, FallbackRegistryUnavailable, started, resetPerformed)
 	}
-	alloc := acq.Allocation
 	defer func() {
 		relCtx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 		defer cancel()
-		_, _ = request[*registry.ReleaseReply](relCtx, tree, &registry.Release{Lease: alloc.Lease})
+		_ = tree.Registry.Release(relCtx, alloc.Lease)
 	}()
 
 	// The cell's one scrubber: its bridge and token, the kernel's
@@ -275,16 +252,13 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	execCtx, cancelExec := context.WithCancel(cellCtx)
 	defer cancelExec()
 	defer context.AfterFunc(alloc.Lease.Context(), cancelExec)()
-	reply := make(chan kernelworker.CellResult, 1)
-	tree.System.Root.Send(alloc.Worker, &kernelworker.Execute{
-		Ctx:       execCtx,
+	reply := alloc.Worker.Execute(execCtx, kernelworker.Cell{
 		Code:      shimpy.RenderScript(call.Script, r.cfg.Tools),
 		Bridge:    &kernelworker.Bridge{Dir: ws.rpc, Token: ws.token, MaxTextBytes: r.cfg.MaxTextBytes},
 		Scrub:     sc,
 		Timeout:   max(time.Until(deadline), time.Millisecond),
 		Deadline:  deadline,
 		CPUBudget: time.Duration(r.cfg.CPULimitSeconds) * time.Second,
-		Reply:     reply,
 	})
 	call.Queued()
 

@@ -37,7 +37,7 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 		s.DroppedLateOutputBytes = r.journal.DroppedLateOutputBytes()
 		return s, nil
 	}
-	return introspect.Ask(ctx, tree.System.Root, tree.Introspect)
+	return tree.Introspect.Snapshot(ctx)
 }
 
 // Lifecycle returns the most recent python_repl_lifecycle_observed

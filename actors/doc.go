@@ -6,11 +6,18 @@
 //
 // beside it, as root children restarted on their own, the approval broker
 // and the introspect actor (which answers snapshots by asking the
-// registry), and the owner actors an embedding host without actors of its
-// own gets from Attach. Each worker's exit report (why its kernel ended)
-// is handed to the registry, so that session telemetry names the reason. A registry crash takes every kernel down with it: the
-// subtree restarts both children, and restarting the workers supervisor
-// stops every worker, which stops its interpreter.
+// registry), and the owner actors of registry.Client.Attach. Each
+// worker's exit report (why its kernel ended) is handed to the registry,
+// so that session telemetry names the reason. A registry crash takes
+// every kernel down with it: the subtree restarts both children, and
+// restarting the workers supervisor stops every worker, which stops its
+// interpreter.
+//
+// Tree exports the handles of its actors (the registry Client, the
+// approval Broker, the introspect Client), never the actor system or a
+// PID. Kernel boots run on the registry's start goroutines; only the
+// spawn of each worker actor passes through the workers supervisor, so
+// a slow boot holds neither the registry nor the supervisor.
 //
 // The package owns only the wiring (who spawns whom, which strategy); it
 // must not hold kernel, registry or ledger state itself.

@@ -1,16 +1,15 @@
 package actors
 
-import "github.com/executecode/executecode/kernelworker"
+import "github.com/asynkron/protoactor-go/actor"
 
-// spawnWorker asks the workers supervisor to boot a kernel and adopt its
-// worker actor as a child. Answered with spawnedWorker.
-type spawnWorker struct{ opts kernelworker.Options }
-
-type spawnedWorker struct {
-	handle kernelworker.Handle
-	err    error
+// spawnChild asks the workers supervisor to spawn a kernel's worker
+// actor as its child. Answered with spawnedChild.
+type spawnChild struct {
+	props *actor.Props
+	name  string
 }
 
-// ownerActor is the do-nothing actor behind an Owner handle: its only job
-// is to exist until Detach, so the registry can Watch it like any owner.
-type ownerActor struct{}
+type spawnedChild struct {
+	pid *actor.PID
+	err error
+}

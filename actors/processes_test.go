@@ -4,12 +4,9 @@ import (
 	"context"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/executecode/executecode/registry"
 )
 
 // liveHeap is the heap's live bytes after a full collection.
@@ -22,14 +19,14 @@ func liveHeap() uint64 {
 }
 
 // churn does what n attach/detach cycles of an owner without cells do to
-// the tree: an owner actor, a request future to the registry, a stop.
+// the tree: an owner actor, a request to the registry, a stop.
 func churn(t *testing.T, tree *Tree, n int) {
 	t.Helper()
+	ctx := context.Background()
 	for range n {
-		o := tree.NewOwner()
-		_, err := tree.System.Root.RequestFuture(tree.Registry, &registry.Detach{Owner: o.PID}, 5*time.Second).Result()
+		o, err := tree.Registry.Attach(ctx)
 		require.NoError(t, err)
-		o.Stop()
+		require.NoError(t, tree.Registry.Detach(ctx, o))
 	}
 }
 

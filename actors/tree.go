@@ -20,26 +20,41 @@ import (
 const (
 	maxRestarts   = 10
 	restartWindow = time.Minute
-	// spawnTimeout bounds one kernel boot as seen by the registry: the
-	// 10 s startup deadline plus spawning.
-	spawnTimeout = 15 * time.Second
+	// spawnTimeout bounds the workers supervisor's spawn of one worker
+	// actor, which it does at once unless it is gone.
+	spawnTimeout = 10 * time.Second
 )
 
 // ErrTreeStopped reports a tree whose actors are gone.
 var ErrTreeStopped = errors.New("supervision tree stopped")
 
-// Tree is a running supervision tree.
+// Tree is a running supervision tree, as the handles of its actors: its
+// users never see an actor system or a PID.
 type Tree struct {
-	System   *actor.ActorSystem
-	Registry *actor.PID
-	Workers  *actor.PID
+	// Registry is the kernel registry: owners, kernels, leases.
+	Registry *registry.Client
 	// Approvals is the approval broker. It is a child of the root of its
 	// own, restarted on its own: its failures never touch a kernel.
 	Approvals *approval.Broker
-	// Introspect answers introspect.Request with the aggregate snapshot.
-	// Like the broker it is a root child restarted on its own.
-	Introspect *actor.PID
-	subtree    *actor.PID
+	// Introspect answers with the aggregate snapshot. Like the broker it
+	// is a root child restarted on its own.
+	Introspect *introspect.Client
+
+	system   *actor.ActorSystem
+	registry *actor.PID
+	workers  *actor.PID
+	subtree  *actor.PID
+}
+
+// RegisteredProcesses counts the processes in the tree's actor system:
+// actors and futures not yet removed. A test of the host reads it to see
+// that ended sessions and cells leave nothing behind.
+func (t *Tree) RegisteredProcesses() int {
+	n := 0
+	for _, b := range t.system.ProcessRegistry.LocalPIDs.LocalPIDs {
+		n += b.Count()
+	}
+	return n
 }
 
 // Option configures Start.
@@ -71,7 +86,7 @@ func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config,
 		actor.WithDeadLetterThrottleInterval(time.Millisecond),
 	)
 	compactRegistry(sys.ProcessRegistry)
-	t := &Tree{System: sys}
+	t := &Tree{system: sys}
 	ready := make(chan struct{})
 	subtreeProps := actor.PropsFromProducer(func() actor.Actor {
 		return &subtree{tree: t, cfg: cfg, base: base, ready: ready}
@@ -87,8 +102,9 @@ func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config,
 	// The registry restarts in place, so its PID stays valid for the
 	// introspect actor across a subtree restart.
 	icfg := o.introspect
-	icfg.Registry = t.Registry
-	t.Introspect = sys.Root.Spawn(introspect.Props(icfg))
+	icfg.Registry = t.registry
+	t.Registry = registry.NewClient(sys.Root, t.registry)
+	t.Introspect = introspect.NewClient(sys.Root, sys.Root.Spawn(introspect.Props(icfg)))
 	return t, nil
 }
 
@@ -100,9 +116,9 @@ const registryBuckets = 1
 
 // compactRegistry shrinks the actor system's process registry from 1,024
 // buckets to registryBuckets before any actor of ours is registered.
-// Every actor, future and status query registers a fresh id, and the ids
-// spread over all 32,768 shard maps, which allocate their storage when
-// first used and never give it back: about 280 bytes per shard, so the
+// Every actor and future (a status query is one) registers a fresh id,
+// and the ids spread over all 32,768 shard maps, which allocate their
+// storage when first used and never give it back: about 280 bytes per shard, so the
 // heap grew with every session cycle and cell until all 9 MB were
 // touched, long after the entries themselves had been removed. With 32
 // shards the registry holds what is live plus about 9 KiB, and 32 lock
@@ -127,7 +143,7 @@ func compactRegistry(pr *actor.ProcessRegistryValue) {
 // then the actor system. It waits for the subtree at most until ctx ends.
 func (t *Tree) Shutdown(ctx context.Context) error {
 	done := make(chan error, 1)
-	go func() { done <- t.System.Root.StopFuture(t.subtree).Wait() }()
+	go func() { done <- t.system.Root.StopFuture(t.subtree).Wait() }()
 	var err error
 	select {
 	case werr := <-done:
@@ -137,7 +153,7 @@ func (t *Tree) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("stop supervision tree: %w", ctx.Err())
 	}
-	t.System.Shutdown()
+	t.system.Shutdown()
 	return err
 }
 
@@ -157,7 +173,7 @@ func (s *subtree) Receive(ctx actor.Context) {
 	// Children are spawned once; on a restart protoactor restarts them in
 	// place (same PIDs), so the registry's starter keeps pointing at the
 	// right supervisor.
-	if s.tree.Workers != nil {
+	if s.tree.workers != nil {
 		return
 	}
 	workers := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &workersSupervisor{} },
@@ -166,7 +182,11 @@ func (s *subtree) Receive(ctx actor.Context) {
 	base := s.base
 	exits := newExitBook()
 	cfg.ExitOf = exits.take
-	cfg.Starter = func(rctx actor.Context, key registry.Key, generation uint64, wo registry.WorkerOptions) (kernelworker.Handle, error) {
+	sys := ctx.ActorSystem()
+	cfg.Starter = func(sctx context.Context, key registry.Key, generation uint64, wo registry.WorkerOptions) (kernelworker.Handle, error) {
+		if err := sctx.Err(); err != nil {
+			return kernelworker.Handle{}, fmt.Errorf("%w: %w", kernelworker.ErrStartupFailed, err)
+		}
 		opts := base
 		opts.Key, opts.Generation = key, generation
 		opts.Cwd, opts.Interpreter = key.Cwd, wo.InterpreterConfigured
@@ -174,20 +194,19 @@ func (s *subtree) Receive(ctx actor.Context) {
 		opts.MaxQueuedCells, opts.MaxOutputBytes, opts.Limits = wo.MaxQueuedCells, wo.MaxOutputBytes, wo.Limits
 		report := &exitReport{}
 		opts.OnExit = report.chain(base.OnExit)
-		res, err := rctx.RequestFuture(workers, &spawnWorker{opts: opts}, spawnTimeout).Result()
-		if err != nil {
-			return kernelworker.Handle{}, fmt.Errorf("%w: workers supervisor: %w", kernelworker.ErrStartupFailed, err)
+		// The boot runs here, on the registry's start goroutine, so boots
+		// of different keys overlap; only the spawn of the worker actor
+		// goes through the supervisor, which adopts it.
+		h, err := kernelworker.Start(childSpawner{sys: sys, supervisor: workers}, opts)
+		if err == nil && h.PID != nil {
+			// Booked before the registry learns of the worker, so before
+			// it can handle the worker's Terminated.
+			exits.book(h.PID, report)
 		}
-		sp := res.(*spawnedWorker)
-		if sp.err == nil && sp.handle.PID != nil {
-			// Booked while the registry is still inside this start, so
-			// before it can handle the worker's Terminated.
-			exits.book(sp.handle.PID, report)
-		}
-		return sp.handle, sp.err
+		return h, err
 	}
-	s.tree.Workers = workers
-	s.tree.Registry = ctx.Spawn(registryProps(cfg))
+	s.tree.workers = workers
+	s.tree.registry = ctx.Spawn(registryProps(cfg))
 	close(s.ready)
 }
 
@@ -203,26 +222,46 @@ func stopDecider(any) actor.Directive { return actor.StopDirective }
 type workersSupervisor struct{}
 
 func (w *workersSupervisor) Receive(ctx actor.Context) {
-	if msg, ok := ctx.Message().(*spawnWorker); ok {
-		h, err := kernelworker.Start(ctx, msg.opts)
-		ctx.Respond(&spawnedWorker{handle: h, err: err})
+	if msg, ok := ctx.Message().(*spawnChild); ok {
+		pid, err := ctx.SpawnNamed(msg.props, msg.name)
+		ctx.Respond(&spawnedChild{pid: pid, err: err})
 	}
 }
 
-func (ownerActor) Receive(actor.Context) {}
+var _ actor.SpawnerContext = childSpawner{}
 
-// Owner is a session owner for hosts without actors of their own; the
-// registry watches its actor. Detach stops it, which the registry sees
-// exactly like the death of an owner.
-type Owner struct {
-	PID *actor.PID
-	sys *actor.ActorSystem
+// childSpawner is the workers supervisor as the parent kernelworker.Start
+// spawns a worker under, for use off the supervisor's goroutine: each
+// spawn is a request the supervisor answers at once, so a slow boot
+// never holds its mailbox.
+type childSpawner struct {
+	sys        *actor.ActorSystem
+	supervisor *actor.PID
 }
 
-// NewOwner spawns an owner actor.
-func (t *Tree) NewOwner() Owner {
-	return Owner{PID: t.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return ownerActor{} })), sys: t.System}
+func (s childSpawner) Parent() *actor.PID              { return nil }
+func (s childSpawner) Self() *actor.PID                { return s.supervisor }
+func (s childSpawner) Actor() actor.Actor              { return nil }
+func (s childSpawner) ActorSystem() *actor.ActorSystem { return s.sys }
+func (s childSpawner) Logger() *slog.Logger            { return s.sys.Logger() }
+
+func (s childSpawner) Spawn(props *actor.Props) *actor.PID {
+	return s.SpawnPrefix(props, "")
 }
 
-// Stop ends the owner; it waits until the actor is gone.
-func (o Owner) Stop() { _ = o.sys.Root.StopFuture(o.PID).Wait() }
+func (s childSpawner) SpawnPrefix(props *actor.Props, prefix string) *actor.PID {
+	pid, _ := s.SpawnNamed(props, prefix+s.sys.ProcessRegistry.NextId())
+	return pid
+}
+
+func (s childSpawner) SpawnNamed(props *actor.Props, name string) (*actor.PID, error) {
+	res, err := s.sys.Root.RequestFuture(s.supervisor, &spawnChild{props: props, name: name}, spawnTimeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("workers supervisor: %w", err)
+	}
+	sp, ok := res.(*spawnedChild)
+	if !ok {
+		return nil, fmt.Errorf("workers supervisor answered %T", res)
+	}
+	return sp.pid, sp.err
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,18 +64,25 @@ func startTree(t *testing.T) (*Tree, string) {
 	return tree, root
 }
 
-func acquire(t *testing.T, tree *Tree, owner *actor.PID, session string) registry.Allocation {
+func acquire(t *testing.T, tree *Tree, owner *registry.Owner, session string) registry.Allocation {
 	t.Helper()
 	key, err := registry.NewKey(session, "main", t.TempDir(), realPython(t), nil)
 	require.NoError(t, err)
-	res, err := tree.System.Root.RequestFuture(tree.Registry, &registry.Acquire{
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := tree.Registry.Acquire(ctx, registry.AcquireRequest{
 		Key: key, Owner: owner, Caller: context.Background(), MaxLiveKernels: 4, IdleTimeout: time.Hour,
 		Worker: registry.WorkerOptions{InterpreterConfigured: realPython(t), HelperSource: shimpy.RenderModule(nil, 0)},
-	}, 20*time.Second).Result()
+	})
 	require.NoError(t, err)
-	reply := res.(*registry.AcquireReply)
-	require.NoError(t, reply.Err)
-	return reply.Allocation
+	return a
+}
+
+func attach(t *testing.T, tree *Tree) *registry.Owner {
+	t.Helper()
+	o, err := tree.Registry.Attach(context.Background())
+	require.NoError(t, err)
+	return o
 }
 
 // runnerPIDs lists the live python processes running a kernel runner from
@@ -112,12 +120,12 @@ func waitRunners(t *testing.T, root string, n int) []int {
 
 func TestRegistryCrashTakesEveryKernelWithIt(t *testing.T) {
 	tree, root := startTree(t)
-	owner := tree.NewOwner()
-	acquire(t, tree, owner.PID, "a")
-	acquire(t, tree, owner.PID, "b")
+	owner := attach(t, tree)
+	acquire(t, tree, owner, "a")
+	acquire(t, tree, owner, "b")
 	live := waitRunners(t, root, 2)
 
-	tree.System.Root.Send(tree.Registry, &crash{})
+	tree.system.Root.Send(tree.registry, &crash{})
 	assert.Eventually(t, func() bool {
 		for _, pid := range live {
 			if unix.Kill(pid, 0) == nil && !zombie(pid) {
@@ -128,15 +136,15 @@ func TestRegistryCrashTakesEveryKernelWithIt(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "no interpreter outlives its registry")
 
 	// The restarted registry serves again, from an empty state.
-	acquire(t, tree, owner.PID, "c")
-	owner.Stop()
+	acquire(t, tree, owner, "c")
+	require.NoError(t, tree.Registry.Detach(context.Background(), owner))
 	require.NoError(t, tree.Shutdown(context.Background()))
 }
 
 func TestShutdownStopsEveryKernel(t *testing.T) {
 	tree, root := startTree(t)
-	owner := tree.NewOwner()
-	acquire(t, tree, owner.PID, "a")
+	owner := attach(t, tree)
+	acquire(t, tree, owner, "a")
 	live := waitRunners(t, root, 1)
 	require.NoError(t, tree.Shutdown(context.Background()))
 	for _, pid := range live {
@@ -151,4 +159,76 @@ func zombie(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	return i > 0 && len(b) > i+2 && b[i+2] == 'Z'
+}
+
+// A kernel whose boot is stuck holds neither the registry nor the workers
+// supervisor: queries answer within 10 ms, and another key's kernel boots
+// meanwhile.
+func TestAStuckKernelBootHoldsNothingElse(t *testing.T) {
+	root := t.TempDir()
+	entered, gate := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	spawner := proc.NewSpawner()
+	t.Cleanup(spawner.Close)
+	tree, err := Start(registry.Config{MaxLiveKernels: 4, IdleTimeout: time.Hour, ReapInterval: time.Minute},
+		kernelworker.Options{
+			Spawner: spawner,
+			Workspace: func() (string, error) {
+				first := false
+				once.Do(func() { first = true })
+				if first {
+					entered <- struct{}{}
+					select {
+					case <-gate:
+					case <-time.After(5 * time.Second):
+					}
+				}
+				return privatetmp.ReserveDir(root, "lemon-pyrepl")
+			},
+			Spill: func() (*os.File, error) { return privatetmp.ReserveFile(root, privatetmp.SpillPrefix) },
+		}, approval.Config{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	owner := attach(t, tree)
+	slow := make(chan registry.Allocation, 1)
+	go func() { slow <- acquire(t, tree, owner, "slow") }()
+	<-entered
+
+	const bound = 10 * time.Millisecond
+	timed := func(what string, ask func()) {
+		t0 := time.Now()
+		ask()
+		took := time.Since(t0)
+		t.Logf("%s: %v", what, took)
+		assert.Less(t, took, bound, what+" while a boot is stuck")
+	}
+	timed("registry snapshot", func() {
+		s, err := tree.Registry.Snapshot(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, s.Phases["starting"])
+	})
+	timed("introspect snapshot", func() {
+		s, err := tree.Introspect.Snapshot(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, s.Capacity.Live)
+	})
+	timed("attach and detach", func() {
+		o := attach(t, tree)
+		require.NoError(t, tree.Registry.Detach(ctx, o))
+	})
+	fast := acquire(t, tree, owner, "fast")
+	assert.Equal(t, uint64(2), fast.Generation)
+	select {
+	case <-slow:
+		assert.Fail(t, "the stuck boot finished early")
+	default:
+	}
+
+	close(gate)
+	assert.Equal(t, uint64(1), (<-slow).Generation)
+	waitRunners(t, root, 2)
+	require.NoError(t, tree.Registry.StopAll(ctx))
+	require.NoError(t, tree.Registry.Detach(ctx, owner))
+	require.NoError(t, tree.Shutdown(ctx))
+	assert.Empty(t, runnerPIDs(t, root))
 }

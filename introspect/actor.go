@@ -92,14 +92,25 @@ func (a *introspector) answer(ctx actor.Context, r *Reply) {
 	a.waiters = nil
 }
 
-// Ask requests the snapshot of the introspect actor pid, waiting until
-// ctx ends (at most DefaultTimeout plus a second).
-func Ask(ctx context.Context, root *actor.RootContext, pid *actor.PID) (Snapshot, error) {
+// Client is the handle of an introspect actor spawned from Props.
+type Client struct {
+	root *actor.RootContext
+	pid  *actor.PID
+}
+
+// NewClient wraps the introspect actor pid.
+func NewClient(root *actor.RootContext, pid *actor.PID) *Client {
+	return &Client{root: root, pid: pid}
+}
+
+// Snapshot asks for the aggregate, waiting until ctx ends (at most
+// DefaultTimeout plus a second).
+func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
 	timeout := DefaultTimeout + time.Second
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, max(time.Until(d), time.Millisecond))
 	}
-	res, err := root.RequestFuture(pid, &Request{}, timeout).Result()
+	res, err := c.root.RequestFuture(c.pid, &Request{}, timeout).Result()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -58,7 +58,7 @@ func TestTheActorAnswersWithTheRegistryAggregateAndItsOwnFigures(t *testing.T) {
 	j := NewJournal(1)
 	j.Handle(telemetry.CellStop{DroppedLateOutput: 9})
 	pid := sys.Root.Spawn(Props(Config{Registry: reg, QueueCapacity: 8, Journal: j}))
-	s, err := Ask(context.Background(), sys.Root, pid)
+	s, err := NewClient(sys.Root, pid).Snapshot(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, Snapshot{
 		Capacity:      Capacity{Live: 2, Max: 4, Available: 2},
@@ -109,15 +109,15 @@ func TestASilentRegistryIsReportedUnavailableAndDoesNotWedgeTheActor(t *testing.
 		return &fakeRegistry{asked: &asked, gate: gate, snap: &registry.Snapshot{Live: 1, Max: 2, Available: 1}}
 	}))
 	pid := sys.Root.Spawn(Props(Config{Registry: reg, Timeout: 50 * time.Millisecond}))
-	_, err := Ask(context.Background(), sys.Root, pid)
+	_, err := NewClient(sys.Root, pid).Snapshot(context.Background())
 	assert.ErrorIs(t, err, ErrUnavailable)
 	close(gate)
-	s, err := Ask(context.Background(), sys.Root, pid)
+	s, err := NewClient(sys.Root, pid).Snapshot(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 1, s.Capacity.Live)
 
 	none := sys.Root.Spawn(Props(Config{}))
-	_, err = Ask(context.Background(), sys.Root, none)
+	_, err = NewClient(sys.Root, none).Snapshot(context.Background())
 	assert.ErrorIs(t, err, ErrUnavailable)
 }
 

@@ -28,7 +28,7 @@ func TestConcurrentFirstAcquiresStartExactlyOneWorker(t *testing.T) {
 	assert.Equal(t, 1, h.startCount())
 	fresh := 0
 	for _, a := range allocs {
-		assert.Equal(t, allocs[0].Worker, a.Worker)
+		assert.Equal(t, allocs[0].Worker.PID(), a.Worker.PID())
 		assert.Equal(t, uint64(1), a.Generation)
 		if !a.Reused {
 			fresh++
@@ -73,19 +73,19 @@ func TestAcquireRejectsIncompleteRequestsWithoutChangingState(t *testing.T) {
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
 	cases := map[string]struct {
-		msg  *Acquire
+		msg  *acquireMsg
 		want error
 	}{
-		"no owner":       {&Acquire{Key: k, Caller: context.Background()}, ErrInvalidRequest},
-		"no caller":      {&Acquire{Key: k, Owner: owner}, ErrInvalidRequest},
-		"zero key":       {&Acquire{Owner: owner, Caller: context.Background()}, ErrInvalidRequest},
-		"relative cwd":   {&Acquire{Key: Key{ScopeID: "s", AgentID: "a", Cwd: "w", Interpreter: "/p", ProtocolVersion: 1}, Owner: owner, Caller: context.Background()}, ErrInvalidRequest},
-		"negative max":   {&Acquire{Key: k, Owner: owner, Caller: context.Background(), MaxLiveKernels: -1}, ErrInvalidRequest},
-		"caller is gone": {&Acquire{Key: k, Owner: owner, Caller: gone}, context.Canceled},
+		"no owner":       {&acquireMsg{Key: k, Caller: context.Background()}, ErrInvalidRequest},
+		"no caller":      {&acquireMsg{Key: k, Owner: owner}, ErrInvalidRequest},
+		"zero key":       {&acquireMsg{Owner: owner, Caller: context.Background()}, ErrInvalidRequest},
+		"relative cwd":   {&acquireMsg{Key: Key{ScopeID: "s", AgentID: "a", Cwd: "w", Interpreter: "/p", ProtocolVersion: 1}, Owner: owner, Caller: context.Background()}, ErrInvalidRequest},
+		"negative max":   {&acquireMsg{Key: k, Owner: owner, Caller: context.Background(), MaxLiveKernels: -1}, ErrInvalidRequest},
+		"caller is gone": {&acquireMsg{Key: k, Owner: owner, Caller: gone}, context.Canceled},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := ask[*AcquireReply](h, c.msg)
+			r := ask[*acquireReply](h, c.msg)
 			require.ErrorIs(t, r.Err, c.want)
 		})
 	}
@@ -98,9 +98,9 @@ func TestAcquireRejectsIncompleteRequestsWithoutChangingState(t *testing.T) {
 
 func TestAcquireAcceptsValueMessages(t *testing.T) {
 	h := newHarness(t)
-	r := ask[*AcquireReply](h, Acquire{Key: h.key("s"), Owner: h.newOwner(), Caller: context.Background()})
+	r := ask[*acquireReply](h, acquireMsg{Key: h.key("s"), Owner: h.newOwner(), Caller: context.Background()})
 	require.NoError(t, r.Err)
-	assert.NoError(t, ask[*ReleaseReply](h, Release{Lease: r.Allocation.Lease}).Err)
+	assert.NoError(t, ask[*releaseReply](h, releaseMsg{Lease: r.Allocation.Lease}).Err)
 }
 
 // kernel.md §12 invariant 19: any invalid status makes the next acquire
@@ -120,8 +120,8 @@ func TestInvalidWorkerStatusMakesAcquireReplaceTheWorker(t *testing.T) {
 			second := h.mustAcquire(k, owner)
 			assert.Equal(t, uint64(2), second.Generation)
 			assert.False(t, second.Reused)
-			assert.NotEqual(t, first.Worker, second.Worker)
-			h.waitGone(first.Worker)
+			assert.NotEqual(t, first.Worker.PID(), second.Worker.PID())
+			h.waitGone(first.Worker.PID())
 			assert.Equal(t, 1, h.snapshot().Live)
 		})
 	}
@@ -153,7 +153,7 @@ func TestNonAttachablePhasesAreReplacedAndAttachableOnesReused(t *testing.T) {
 			second := h.mustAcquire(k, owner)
 			assert.Equal(t, c.reused, second.Reused)
 			if c.reused {
-				assert.Equal(t, first.Worker, second.Worker)
+				assert.Equal(t, first.Worker.PID(), second.Worker.PID())
 				assert.Empty(t, h.stopsOf(1))
 				return
 			}

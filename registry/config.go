@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,11 +23,12 @@ const (
 )
 
 // Starter starts the worker of a new kernel for key with the given
-// generation. It runs inside the registry actor (ctx is the registry's
-// context) and returns once the kernel has booted, not once it is ready.
-// Its error should explain the failure; the registry wraps it in
-// ErrStartupFailed.
-type Starter func(ctx actor.Context, key Key, generation uint64, opts WorkerOptions) (kernelworker.Handle, error)
+// generation and returns once the kernel has booted, not once it is
+// ready. It runs on a goroutine of its own, never inside the registry,
+// which keeps answering meanwhile; ctx ends when the registry stops, and
+// a Starter should then give up. Its error should explain the failure;
+// the registry wraps it in ErrStartupFailed.
+type Starter func(ctx context.Context, key Key, generation uint64, opts WorkerOptions) (kernelworker.Handle, error)
 
 // WorkerOptions are the bounds a kernel takes at its start and keeps for
 // its life (kernel.md §2.3): later acquires of the same kernel do not

@@ -6,9 +6,17 @@
 // reaping on its own timer, reset and per-owner forks, owner detach, and
 // the stop pipeline of kernels it gives up.
 //
-// Every state change is one message to the actor. Goroutines the package
-// starts (a timer callback, a context.AfterFunc for a caller) only send
-// the actor a message; they never read or write its state.
+// Every state change is one message to the actor, and the actor never
+// waits: a worker's status comes back as a continuation of the actor
+// (RequestFuture + ReenterAfter), and a kernel's start runs the Starter on
+// a goroutine of its own whose result comes back as a message. An acquire
+// that must wait for either is pending: acquires of the same key join it
+// (one key never starts two kernels), a start in flight holds a slot
+// under the cap, a reset of its key waits for it, an owner leaving
+// meanwhile takes effect as if it had left right after the answer, and
+// StopAll stops the kernel as soon as it is up. Goroutines the package
+// starts (a timer callback, a context.AfterFunc for a caller, a start)
+// only send the actor a message; they never read or write its state.
 //
 // Admission and eviction cost O(1) in the number of live kernels: kernels
 // without leases sit on an intrusive list in the order their last lease
@@ -25,7 +33,7 @@
 // cell is active, thus decides between the two; the registry decides only
 // whether a kernel stops because nobody owns it. For this to hold, callers
 // must pass Allocation.Lease.Context() (or a context derived from it) as
-// the cell's Execute.Ctx.
+// the ctx of the cell's kernelworker.Client.Execute.
 //
 // Stopping a kernel: the entry leaves the live set at once (it no longer
 // counts against the cap), the worker is sent kernelworker.Stop and the
@@ -35,16 +43,22 @@
 // every reap tick. A sole-owner reset answers only when the old worker is
 // gone, or with ErrStopFailed when that cannot be confirmed.
 //
-// Worker status (kernel.md §3.2) is asked synchronously, bounded by
+// Worker status (kernel.md §3.2) is asked without waiting, bounded by
 // Config.StatusTimeout: on reuse, for the eviction candidate, and for
-// every kernel at reap ticks and snapshots (those in parallel). A worker
-// that stops while being asked resolves the question at once, since the
-// query also watches it. A worker that terminates on its own is reported
+// every kernel at reap ticks and snapshots (those in parallel); the
+// decision is taken on the state when the answer comes. A worker that
+// stops while being asked resolves the question at once, since the
+// registry watches every worker it started. A worker that terminates on its own is reported
 // by the exit report Config.ExitOf returns for it (protoactor's Terminated
 // carries no exit reason): a crash reason as session.crash, a self-stop
 // after a cancellation as session.stop shutdown, and no report as
 // session.crash unknown. An eviction is reported at admission's decision
 // (session.evict), its session.stop when the worker is gone.
+//
+// Callers reach the actor only through Client, whose every call takes a
+// context and waits on a reply channel of its own, so a caller that stops
+// waiting leaves nothing behind; an Allocation carries the kernel's
+// kernelworker.Client, through which cells are sent.
 //
 // The package calls kernelworker only through the Starter it is given and
 // through worker messages (StatusRequest, Stop); it never starts python

@@ -20,6 +20,12 @@ var (
 	// ErrStopFailed: a reset could not confirm that the old kernel's
 	// worker is gone (design.md, stop_failed).
 	ErrStopFailed = errors.New("kernel stop not confirmed")
+	// ErrUnavailable: the registry did not answer (it is stopped, or the
+	// wait ran out), or it stopped with the request unanswered.
+	ErrUnavailable = errors.New("kernel registry unavailable")
+	// ErrShutdown: StopAll arrived while the acquire waited; the kernel
+	// it was waiting for, if one started, is stopped with the rest.
+	ErrShutdown = errors.New("kernels shutting down")
 	// ErrOwnerGone is the cause of a lease Context cancelled because the
 	// lease's owner detached or died.
 	ErrOwnerGone = errors.New("kernel owner gone")

@@ -65,6 +65,9 @@ type harness struct {
 	failNext int
 	// onStart, when set, shapes each new fake before it is spawned.
 	onStart func(gen uint64, w *fakeWorker)
+	// gate, when set, runs first in every start, outside the lock: a
+	// test holds a start there.
+	gate func(ctx context.Context, key Key, gen uint64)
 }
 
 func newHarness(t testing.TB, tune ...func(*Config)) *harness {
@@ -133,8 +136,15 @@ func (h *harness) close() {
 	h.sys.Shutdown()
 }
 
-// start is the registry's Starter: it spawns a fake worker.
-func (h *harness) start(ctx actor.Context, key Key, gen uint64, _ WorkerOptions) (kernelworker.Handle, error) {
+// start is the registry's Starter: it spawns a fake worker, after
+// waiting for the gate a test set, if any.
+func (h *harness) start(ctx context.Context, key Key, gen uint64, _ WorkerOptions) (kernelworker.Handle, error) {
+	h.mu.Lock()
+	gate := h.gate
+	h.mu.Unlock()
+	if gate != nil {
+		gate(ctx, key, gen)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.failNext > 0 {
@@ -150,7 +160,7 @@ func (h *harness) start(ctx actor.Context, key Key, gen uint64, _ WorkerOptions)
 	if h.onStart != nil {
 		h.onStart(gen, w)
 	}
-	pid := ctx.ActorSystem().Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }))
+	pid := h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }))
 	h.fakes[gen] = pid
 	return kernelworker.Handle{PID: pid}, nil
 }
@@ -221,19 +231,19 @@ type idleActor struct{}
 
 func (idleActor) Receive(actor.Context) {}
 
-type acquireOpt func(*Acquire)
+type acquireOpt func(*acquireMsg)
 
-func withMax(n int) acquireOpt                { return func(a *Acquire) { a.MaxLiveKernels = n } }
-func withIdle(d time.Duration) acquireOpt     { return func(a *Acquire) { a.IdleTimeout = d } }
-func withCaller(c context.Context) acquireOpt { return func(a *Acquire) { a.Caller = c } }
+func withMax(n int) acquireOpt                { return func(a *acquireMsg) { a.MaxLiveKernels = n } }
+func withIdle(d time.Duration) acquireOpt     { return func(a *acquireMsg) { a.IdleTimeout = d } }
+func withCaller(c context.Context) acquireOpt { return func(a *acquireMsg) { a.Caller = c } }
 
-func (h *harness) acquire(k Key, owner *actor.PID, opts ...acquireOpt) *AcquireReply {
+func (h *harness) acquire(k Key, owner *actor.PID, opts ...acquireOpt) *acquireReply {
 	h.t.Helper()
-	m := &Acquire{Key: k, Owner: owner, Caller: context.Background()}
+	m := &acquireMsg{Key: k, Owner: owner, Caller: context.Background()}
 	for _, o := range opts {
 		o(m)
 	}
-	return ask[*AcquireReply](h, m)
+	return ask[*acquireReply](h, m)
 }
 
 // mustAcquire acquires and requires success.
@@ -246,17 +256,17 @@ func (h *harness) mustAcquire(k Key, owner *actor.PID, opts ...acquireOpt) Alloc
 
 func (h *harness) release(l Lease) error {
 	h.t.Helper()
-	return ask[*ReleaseReply](h, &Release{Lease: l}).Err
+	return ask[*releaseReply](h, &releaseMsg{Lease: l}).Err
 }
 
-func (h *harness) reset(k Key, owner *actor.PID) *ResetReply {
+func (h *harness) reset(k Key, owner *actor.PID) *resetReply {
 	h.t.Helper()
-	return ask[*ResetReply](h, &Reset{Key: k, Owner: owner})
+	return ask[*resetReply](h, &resetMsg{Key: k, Owner: owner})
 }
 
 func (h *harness) detach(owner *actor.PID) {
 	h.t.Helper()
-	ask[*DetachReply](h, &Detach{Owner: owner})
+	ask[*detachReply](h, &detachMsg{Owner: owner})
 }
 
 func (h *harness) snapshot() *Snapshot {
@@ -475,9 +485,7 @@ func (h *harness) finish(gen uint64) {
 // execute submits a cell on alloc, with the lease's context as the cell's
 // context (as the facade does), and returns the reply channel.
 func (h *harness) execute(alloc Allocation) <-chan kernelworker.CellResult {
-	reply := make(chan kernelworker.CellResult, 1)
-	h.sys.Root.Send(alloc.Worker, &kernelworker.Execute{Ctx: alloc.Lease.Context(), Code: "x = 1", Reply: reply})
-	return reply
+	return alloc.Worker.Execute(alloc.Lease.Context(), kernelworker.Cell{Code: "x = 1"})
 }
 
 // waitGone waits until the actor has stopped.

@@ -30,11 +30,14 @@ func (l Lease) Context() context.Context {
 	return l.ctx
 }
 
-var doneContext = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+var doneContext = endedContext(context.Canceled)
+
+// endedContext is a context already done with cause.
+func endedContext(cause error) context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
 	return ctx
-}()
+}
 
 // lease is the registry's record of a Lease.
 type lease struct {
@@ -86,22 +89,22 @@ func (r *registry) release(l *lease, cause error) {
 	}
 }
 
-func (r *registry) onRelease(m *Release) *ReleaseReply {
+func (r *registry) onRelease(m *releaseMsg) *releaseReply {
 	lid := m.Lease.id
 	if lid == 0 || lid > r.nextLease {
-		return &ReleaseReply{Err: fmt.Errorf("release: %w", ErrInvalidLease)}
+		return &releaseReply{Err: fmt.Errorf("release: %w", ErrInvalidLease)}
 	}
 	l, ok := r.leases[lid]
 	if !ok {
 		// Already released, or its kernel was stopped: a stale lease never
 		// touches a later generation.
-		return &ReleaseReply{}
+		return &releaseReply{}
 	}
 	if l.entry.generation != m.Lease.generation || !l.entry.pid.Equal(m.Lease.worker) {
-		return &ReleaseReply{Err: fmt.Errorf("release: %w", ErrInvalidLease)}
+		return &releaseReply{Err: fmt.Errorf("release: %w", ErrInvalidLease)}
 	}
 	r.release(l, errLeaseEnded)
-	return &ReleaseReply{}
+	return &releaseReply{}
 }
 
 // onCallerDone releases the lease of a caller whose context ended; the

@@ -26,7 +26,7 @@ func TestReleaseOfALeaseNeverIssuedIsInvalid(t *testing.T) {
 	forgedWorker.worker = h.newOwner()
 	cases := map[string]Lease{
 		"zero lease":       {},
-		"unissued id":      {id: a.Lease.id + 100, generation: 1, worker: a.Worker},
+		"unissued id":      {id: a.Lease.id + 100, generation: 1, worker: a.Worker.PID()},
 		"wrong generation": forgedGen,
 		"wrong worker":     forgedWorker,
 	}
@@ -73,7 +73,7 @@ func TestCallerDeathReleasesTheLeaseAndKeepsTheOwner(t *testing.T) {
 	assert.Equal(t, 1, s.Owners)
 	assert.Equal(t, 1, s.Live)
 	assert.Equal(t, 1, s.Phases["idle"])
-	assert.True(t, h.alive(a.Worker))
+	assert.True(t, h.alive(a.Worker.PID()))
 	assert.Empty(t, h.stopsOf(1))
 	assert.ErrorIs(t, a.Lease.Context().Err(), context.Canceled)
 	assert.NoError(t, h.release(a.Lease), "the caller's own late release is harmless")

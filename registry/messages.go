@@ -6,18 +6,27 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/pump"
 )
 
-// Requests are sent with protoactor request/response (RequestFuture);
-// each is answered with its *Reply. Pointer and value forms are both
-// accepted.
+// Requests are what a Client sends; each is answered with its *Reply, on
+// the Client's reply channel, or to the sender of a request sent with
+// RequestFuture (the introspect actor's snapshot, tests). Pointer and
+// value forms are both accepted.
 
-// Acquire checks out a kernel for Key on behalf of Owner, starting one if
+// replySlot is a request's reply channel, set by the Client.
+type replySlot struct{ reply chan<- any }
+
+func (s *replySlot) setReply(ch chan<- any) { s.reply = ch }
+func (s replySlot) replyChan() chan<- any   { return s.reply }
+
+// acquireMsg checks out a kernel for Key on behalf of Owner, starting one if
 // needed (kernel.md §3.3). Caller is the calling operation: when it is
 // done, the lease ends. MaxLiveKernels and IdleTimeout are this request's
 // bounds; zero takes the registry's. A negative IdleTimeout means never.
-type Acquire struct {
+type acquireMsg struct {
+	replySlot
 	Key            Key
 	Owner          *actor.PID
 	Caller         context.Context
@@ -26,16 +35,16 @@ type Acquire struct {
 	Worker         WorkerOptions
 }
 
-// AcquireReply carries the allocation, or Err (ErrCapacityExhausted,
+// acquireReply carries the allocation, or Err (ErrCapacityExhausted,
 // ErrStartupFailed, ErrInvalidRequest, or the caller's cancellation).
-type AcquireReply struct {
+type acquireReply struct {
 	Allocation Allocation
 	Err        error
 }
 
 // Allocation is a checked-out kernel.
 type Allocation struct {
-	Worker *actor.PID
+	Worker kernelworker.Client
 	Bells  *pump.Bells
 	// Workspace is the kernel's private workspace (kernelworker.Handle).
 	Workspace  string
@@ -44,52 +53,59 @@ type Allocation struct {
 	Lease      Lease
 }
 
-// Release ends a lease. Releasing twice, or releasing a lease whose
+// releaseMsg ends a lease. Releasing twice, or releasing a lease whose
 // kernel is gone, succeeds; a lease the registry never issued fails with
 // ErrInvalidLease.
-type Release struct{ Lease Lease }
+type releaseMsg struct {
+	replySlot
+	Lease Lease
+}
 
-// ReleaseReply answers Release.
-type ReleaseReply struct{ Err error }
+// releaseReply answers Release.
+type releaseReply struct{ Err error }
 
-// Reset discards Owner's state for Key (kernel.md §3.7): a kernel the
+// resetMsg discards Owner's state for Key (kernel.md §3.7): a kernel the
 // owner alone holds (or its fork) is stopped, and the answer comes once
 // its worker is gone; a co-owner is moved to a fork of its own, so only
 // it starts afresh.
-type Reset struct {
+type resetMsg struct {
+	replySlot
 	Key   Key
 	Owner *actor.PID
 }
 
-// ResetReply: Performed says some state was discarded, Forked that the
+// resetReply: Performed says some state was discarded, Forked that the
 // owner's next acquires of Key go to its own fork. Err is ErrStopFailed
 // when the old worker could not be confirmed gone.
-type ResetReply struct {
+type resetReply struct {
 	Performed bool
 	Forked    bool
 	Err       error
 }
 
-// Detach removes Owner from every kernel and forgets its forks (ruling 6),
+// detachMsg removes Owner from every kernel and forgets its forks (ruling 6),
 // exactly as Owner's death does.
-type Detach struct{ Owner *actor.PID }
+type detachMsg struct {
+	replySlot
+	Owner *actor.PID
+}
 
-// DetachReply answers Detach.
-type DetachReply struct{}
+// detachReply answers Detach.
+type detachReply struct{}
 
-// StopAll stops every live kernel as a shutdown (its session.stop has
-// reason shutdown) and answers StopAllReply once no kernel is left
+// stopAllMsg stops every live kernel as a shutdown (its session.stop has
+// reason shutdown) and answers stopAllReply once no kernel is left
 // stopping, or every one left failed to stop in time. A host sends it
 // before it stops the tree, whose own stop ends workers without a stop
 // event.
-type StopAll struct{}
+type stopAllMsg struct{ replySlot }
 
-// StopAllReply answers StopAll; Err is ErrStopFailed when some worker did
+// stopAllReply answers StopAll; Err is ErrStopFailed when some worker did
 // not stop within the stop timeout.
-type StopAllReply struct{ Err error }
+type stopAllReply struct{ Err error }
 
 // SnapshotRequest asks for a Snapshot.
-type SnapshotRequest struct{}
+type SnapshotRequest struct{ replySlot }
 
 // Snapshot is the aggregate state (kernel.md §3.11, ruling 13): exact
 // counts and the settings in effect, no identities. Max and IdleTimeout
@@ -114,8 +130,10 @@ type Snapshot struct {
 	ReapInterval time.Duration
 }
 
-// Messages the actor sends itself from timers and AfterFuncs.
+// Messages the actor sends itself from timers, AfterFuncs and Starter
+// goroutines.
 type (
+	started     struct{ flight *flight }
 	callerDone  struct{ lease uint64 }
 	reapTick    struct{ token uint64 }
 	reapIdle    struct{} // reap once without rescheduling (tests)

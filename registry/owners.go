@@ -27,38 +27,44 @@ func (r *registry) leaveKernel(ctx actor.Context, e *entry, o *owner) {
 }
 
 // depart is an owner's detach or death (kernel.md §3.8): it leaves every
-// kernel and loses its forks.
+// kernel, its waiting acquires are marked gone, and it loses its forks.
 func (r *registry) depart(ctx actor.Context, o *owner, alive bool) {
 	for _, e := range o.entries {
 		r.leaveKernel(ctx, e, o)
 	}
+	r.dropWaiters(o)
 	clear(o.forks)
 	r.forgetOwnerIfUnused(ctx, o, alive)
 }
 
-func (r *registry) onDetach(ctx actor.Context, m *Detach) *DetachReply {
+func (r *registry) onDetach(ctx actor.Context, m *detachMsg) *detachReply {
 	if m.Owner == nil {
-		return &DetachReply{}
+		return &detachReply{}
 	}
 	if o, ok := r.owners[pidKey(m.Owner)]; ok {
 		r.depart(ctx, o, true)
 	}
-	return &DetachReply{}
+	return &detachReply{}
 }
 
 // onReset is kernel.md §3.7 with ruling 6. Stopping the owner's own
 // kernel answers once its worker is gone (or with ErrStopFailed), so the
-// caller never runs code next to the state it asked to discard.
-func (r *registry) onReset(ctx actor.Context, m *Reset) {
+// caller never runs code next to the state it asked to discard. A reset
+// of a key whose acquire is pending waits until that is over.
+func (r *registry) onReset(ctx actor.Context, m *resetMsg, to replyTo) {
 	if m.Owner == nil || !m.Key.complete() {
-		ctx.Respond(&ResetReply{Err: fmt.Errorf("reset: %w", ErrInvalidRequest)})
+		r.answer(ctx, to, &resetReply{Err: fmt.Errorf("reset: %w", ErrInvalidRequest)})
 		return
 	}
 	digest := m.Key.Digest()
 	ekey, forked := r.effectiveKey(digest, m.Owner)
+	if p, ok := r.pending[ekey]; ok {
+		p.deferred = append(p.deferred, deferredReset{m: m, to: to})
+		return
+	}
 	e, ok := r.entries[ekey]
 	if !ok {
-		ctx.Respond(&ResetReply{Forked: forked})
+		r.answer(ctx, to, &resetReply{Forked: forked})
 		return
 	}
 	ok = false
@@ -68,9 +74,7 @@ func (r *registry) onReset(ctx actor.Context, m *Reset) {
 	}
 	if forked || ok {
 		q := r.stopEntry(ctx, e, telemetry.StopReset, workerReset)
-		if s := ctx.Sender(); s != nil {
-			q.waiters = append(q.waiters, resetWaiter{to: s, forked: forked})
-		}
+		q.waiters = append(q.waiters, resetWaiter{to: to, forked: forked})
 		return
 	}
 	// Co-owned (or not owned by the requester): only the requester moves
@@ -80,5 +84,5 @@ func (r *registry) onReset(ctx actor.Context, m *Reset) {
 		r.leaveKernel(ctx, e, o)
 	}
 	o.forks[digest] = struct{}{}
-	ctx.Respond(&ResetReply{Performed: true, Forked: true})
+	r.answer(ctx, to, &resetReply{Performed: true, Forked: true})
 }

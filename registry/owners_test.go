@@ -37,7 +37,7 @@ func TestOwnerLeavingAQuiescentSharedKernelOnlyRemovesItself(t *testing.T) {
 			assert.Empty(t, h.stopsOf(1))
 			again := h.mustAcquire(k, b)
 			assert.True(t, again.Reused)
-			assert.Equal(t, la.Worker, again.Worker)
+			assert.Equal(t, la.Worker.PID(), again.Worker.PID())
 		})
 	}
 }
@@ -52,7 +52,7 @@ func TestLastOwnerLeavingStopsTheKernelAndClearsBookkeeping(t *testing.T) {
 
 			leave(h, owner)
 			h.waitStops(1, "owner_gone")
-			h.waitGone(al.Worker)
+			h.waitGone(al.Worker.PID())
 			h.eventually(func() bool { return len(events[telemetry.SessionStop](h)) == 1 }, "stop event")
 			stop := events[telemetry.SessionStop](h)[0]
 			assert.Equal(t, telemetry.StopOwnerDetached, stop.Reason)
@@ -120,7 +120,7 @@ func TestOwnerLeavingWhileItsCellIsActiveDiscardsTheKernel(t *testing.T) {
 
 			leave(h, a)
 			assert.Equal(t, kernelworker.ReasonKernelDiscarded, h.recv(replyB).Reason)
-			h.waitGone(la.Worker)
+			h.waitGone(la.Worker.PID())
 			h.eventually(func() bool { return h.snapshot().Live == 0 }, "kernel dropped")
 			assert.Empty(t, h.stopsOf(1), "the worker discarded itself; the registry sent no Stop")
 			crash := events[telemetry.SessionCrash](h)
@@ -143,7 +143,7 @@ func TestDetachOfAnUnknownOwnerIsANoop(t *testing.T) {
 	s := h.snapshot()
 	assert.Equal(t, 1, s.Owners)
 	assert.Equal(t, 1, s.InflightCells)
-	assert.True(t, h.alive(al.Worker))
+	assert.True(t, h.alive(al.Worker.PID()))
 }
 
 // An owner that is already dead when it first acquires is noticed at
@@ -154,6 +154,6 @@ func TestAcquireForADeadOwnerEndsWithTheOwner(t *testing.T) {
 	h.kill(owner)
 	al := h.mustAcquire(h.key("s"), owner)
 	h.waitStops(1, "owner_gone")
-	h.waitGone(al.Worker)
+	h.waitGone(al.Worker.PID())
 	assert.Equal(t, 0, h.snapshot().Owners)
 }

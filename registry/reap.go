@@ -34,24 +34,30 @@ func (r *registry) onReapTick(ctx actor.Context, m reapTick) {
 // is stopped (reap reason unreachable); a kernel idle for at least its
 // idle timeout, with no lease and nothing running or queued, is stopped
 // (reason idle). Running, queued or leased kernels are never reaped for
-// idleness. Then failed stops are retried.
+// idleness. Then failed stops are retried. The statuses are awaited
+// without blocking the registry; a kernel that was stopped, or got a
+// lease, while they came is judged on what it is now.
 func (r *registry) reap(ctx actor.Context) {
 	es := make([]*entry, 0, len(r.entries))
 	for _, e := range r.entries {
 		es = append(es, e)
 	}
-	sts := r.statuses(ctx, es)
-	now := r.cfg.Now()
-	for i, e := range es {
-		idleFor := now.Sub(e.lastUse)
-		switch st := sts[i]; {
-		case st.phase == phaseUnreachable:
-			r.stopEntry(ctx, e, telemetry.StopShutdown, workerShutdown)
-			r.emit(telemetry.SessionReap{Idle: idleFor, LiveKernels: len(r.entries), Capacity: e.capacity, Reason: telemetry.ReapUnreachable})
-		case e.idleTimeout >= 0 && idleFor >= e.idleTimeout && len(e.leases) == 0 && st.quiescent():
-			r.stopEntry(ctx, e, telemetry.StopShutdown, workerIdleReaped)
-			r.emit(telemetry.SessionReap{Idle: idleFor, LiveKernels: len(r.entries), Capacity: e.capacity, Reason: telemetry.ReapIdle})
+	r.statuses(ctx, es, func(sts map[*entry]workerStatus) {
+		now := r.cfg.Now()
+		for _, e := range es {
+			if r.entries[e.ekey] != e {
+				continue
+			}
+			idleFor := now.Sub(e.lastUse)
+			switch st := sts[e]; {
+			case st.phase == phaseUnreachable:
+				r.stopEntry(ctx, e, telemetry.StopShutdown, workerShutdown)
+				r.emit(telemetry.SessionReap{Idle: idleFor, LiveKernels: r.live(), Capacity: e.capacity, Reason: telemetry.ReapUnreachable})
+			case e.idleTimeout >= 0 && idleFor >= e.idleTimeout && len(e.leases) == 0 && st.quiescent():
+				r.stopEntry(ctx, e, telemetry.StopShutdown, workerIdleReaped)
+				r.emit(telemetry.SessionReap{Idle: idleFor, LiveKernels: r.live(), Capacity: e.capacity, Reason: telemetry.ReapIdle})
+			}
 		}
-	}
-	r.retryFailedStops(ctx)
+		r.retryFailedStops(ctx)
+	})
 }

@@ -31,7 +31,7 @@ func TestIdleKernelIsReapedOnceItsIdleTimeoutHasPassed(t *testing.T) {
 	assert.Equal(t, telemetry.ReapIdle, reaps[0].Reason)
 	assert.Equal(t, time.Minute, reaps[0].Idle)
 	assert.Equal(t, 0, reaps[0].LiveKernels)
-	h.waitGone(al.Worker)
+	h.waitGone(al.Worker.PID())
 	h.eventually(func() bool { return len(events[telemetry.SessionStop](h)) == 1 }, "stop event")
 	assert.Equal(t, telemetry.StopShutdown, events[telemetry.SessionStop](h)[0].Reason)
 	assert.Equal(t, 0, h.snapshot().Live)
@@ -94,7 +94,7 @@ func TestUnreachableKernelIsReaped(t *testing.T) {
 	reaps := events[telemetry.SessionReap](h)
 	require.Len(t, reaps, 1)
 	assert.Equal(t, telemetry.ReapUnreachable, reaps[0].Reason)
-	h.waitGone(al.Worker)
+	h.waitGone(al.Worker.PID())
 }
 
 // The reaper runs on the registry's own timer, not on messages arriving.
@@ -106,6 +106,6 @@ func TestReaperRunsOnItsOwnTimer(t *testing.T) {
 	require.NoError(t, h.release(al.Lease))
 	h.clock.Advance(time.Minute)
 	// No further message is sent to the registry: only its timer can reap.
-	h.eventually(func() bool { return !h.alive(al.Worker) }, "idle kernel reaped by the timer")
+	h.eventually(func() bool { return !h.alive(al.Worker.PID()) }, "idle kernel reaped by the timer")
 	assert.Equal(t, []string{"idle_reaped"}, h.stopsOf(1))
 }

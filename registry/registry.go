@@ -1,10 +1,13 @@
 package registry
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/pump"
 	"github.com/executecode/executecode/telemetry"
 )
@@ -34,7 +37,19 @@ type registry struct {
 
 	// stopAllWaiters are StopAll requests answered once every stop is
 	// over (see answerStopAll).
-	stopAllWaiters []*actor.PID
+	stopAllWaiters []replyTo
+
+	// pending holds the acquires that wait, by effective key (see
+	// pending); starts counts those whose kernel is being started, which
+	// hold a slot under the cap.
+	pending map[string]*pending
+	starts  int
+	flights map[*flight]struct{}
+	// queries are the status requests in flight, by worker PID.
+	queries map[string][]*statusQuery
+	// startCtx is every Starter's context; shutdown cancels it.
+	startCtx    context.Context
+	cancelStart context.CancelFunc
 }
 
 // entry is a live kernel.
@@ -43,6 +58,7 @@ type entry struct {
 	key        Key
 	forkOwner  string // owner PID key of a fork kernel; "" for a base kernel
 	pid        *actor.PID
+	worker     kernelworker.Client
 	bells      *pump.Bells
 	workspace  string
 	generation uint64
@@ -58,15 +74,18 @@ type entry struct {
 	inIdle       bool
 }
 
-// owner is a watched session actor with kernels or forks.
+// owner is a watched session actor with kernels, forks or acquires
+// waiting.
 type owner struct {
 	pid     *actor.PID
 	key     string
 	entries map[string]*entry
 	forks   map[string]struct{} // digests of base keys this owner forked
+	waiting int                 // its acquires in pending
 }
 
 func newRegistry(cfg Config) *registry {
+	startCtx, cancel := context.WithCancel(context.Background())
 	return &registry{
 		cfg:            cfg,
 		entries:        map[string]*entry{},
@@ -77,33 +96,45 @@ func newRegistry(cfg Config) *registry {
 		nextGeneration: 1,
 		effMax:         cfg.MaxLiveKernels,
 		effIdle:        cfg.IdleTimeout,
+		pending:        map[string]*pending{},
+		flights:        map[*flight]struct{}{},
+		queries:        map[string][]*statusQuery{},
+		startCtx:       startCtx,
+		cancelStart:    cancel,
 	}
 }
 
 func (r *registry) Receive(ctx actor.Context) {
+	to := replyTo{pid: ctx.Sender()}
+	if m, ok := ctx.Message().(interface{ replyChan() chan<- any }); ok {
+		to.ch = m.replyChan()
+	}
 	switch m := ctx.Message().(type) {
-	case *Acquire:
-		ctx.Respond(r.onAcquire(ctx, m))
-	case Acquire:
-		ctx.Respond(r.onAcquire(ctx, &m))
-	case *Release:
-		ctx.Respond(r.onRelease(m))
-	case Release:
-		ctx.Respond(r.onRelease(&m))
-	case *Reset:
-		r.onReset(ctx, m)
-	case Reset:
-		r.onReset(ctx, &m)
-	case *Detach:
-		ctx.Respond(r.onDetach(ctx, m))
-	case Detach:
-		ctx.Respond(r.onDetach(ctx, &m))
-	case *StopAll, StopAll:
-		r.onStopAll(ctx)
+	case *acquireMsg:
+		r.onAcquire(ctx, m, to)
+	case acquireMsg:
+		r.onAcquire(ctx, &m, to)
+	case *releaseMsg:
+		r.answer(ctx, to, r.onRelease(m))
+	case releaseMsg:
+		r.answer(ctx, to, r.onRelease(&m))
+	case *resetMsg:
+		r.onReset(ctx, m, to)
+	case resetMsg:
+		r.onReset(ctx, &m, to)
+	case *detachMsg:
+		r.answer(ctx, to, r.onDetach(ctx, m))
+	case detachMsg:
+		r.answer(ctx, to, r.onDetach(ctx, &m))
+	case *stopAllMsg, stopAllMsg:
+		r.onStopAll(ctx, to)
 	case *SnapshotRequest, SnapshotRequest:
-		ctx.Respond(r.snapshot(ctx))
+		r.onSnapshot(ctx, to)
 	case *actor.Terminated:
 		r.onTerminated(ctx, m.Who)
+		r.answerStopAll(ctx)
+	case started:
+		r.onStarted(ctx, m.flight)
 		r.answerStopAll(ctx)
 	case callerDone:
 		r.onCallerDone(m)
@@ -115,6 +146,29 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.onStopExpired(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
 		r.shutdown(ctx)
+	}
+}
+
+// replyTo is where an answer goes: a Client's reply channel, the sender
+// of a request (a future), or nowhere for a plain send.
+type replyTo struct {
+	ch  chan<- any
+	pid *actor.PID
+}
+
+func (to replyTo) some() bool { return to.ch != nil || to.pid != nil }
+
+// answer never blocks: a reply channel holds the one answer, and a reply
+// to a sender is a send.
+func (r *registry) answer(ctx actor.Context, to replyTo, v any) {
+	switch {
+	case to.ch != nil:
+		select {
+		case to.ch <- v:
+		default:
+		}
+	case to.pid != nil:
+		ctx.Send(to.pid, v)
 	}
 }
 
@@ -135,17 +189,15 @@ func (r *registry) ensureOwner(ctx actor.Context, pid *actor.PID) *owner {
 }
 
 // attach makes o an owner of e.
-func (r *registry) attach(ctx actor.Context, e *entry, pid *actor.PID) *owner {
-	o := r.ensureOwner(ctx, pid)
+func (r *registry) attach(e *entry, o *owner) {
 	e.owners[o.key] = o
 	o.entries[e.ekey] = e
-	return o
 }
 
 // forgetOwnerIfUnused drops an owner with neither kernels nor forks,
 // unwatching it when it is still alive.
 func (r *registry) forgetOwnerIfUnused(ctx actor.Context, o *owner, alive bool) {
-	if len(o.entries) > 0 || len(o.forks) > 0 {
+	if len(o.entries) > 0 || len(o.forks) > 0 || o.waiting > 0 {
 		return
 	}
 	delete(r.owners, o.key)
@@ -156,12 +208,30 @@ func (r *registry) forgetOwnerIfUnused(ctx actor.Context, o *owner, alive bool) 
 
 // shutdown runs when the actor stops or restarts: its state dies with
 // it, so every kernel it knows is told to stop (no worker outlives its
-// registry), every timer is stopped, every lease ends and every waiting
-// reset is answered.
+// registry, not even one whose start is still under way), every timer is
+// stopped, every lease ends and every waiting request is answered.
 func (r *registry) shutdown(ctx actor.Context) {
 	if r.reapTimer != nil {
 		r.reapTimer.Stop()
 		r.reapTimer = nil
+	}
+	r.cancelStart()
+	for f := range r.flights {
+		f.abandon(ctx.ActorSystem().Root)
+	}
+	for _, qs := range r.queries {
+		for _, q := range qs {
+			q.over = true
+		}
+	}
+	gone := fmt.Errorf("%w: %w", ErrUnavailable, errRegistryStopped)
+	for _, p := range r.pending {
+		for _, w := range p.waiters {
+			r.answer(ctx, w.to, &acquireReply{Err: fmt.Errorf("acquire: %w", gone)})
+		}
+		for _, d := range p.deferred {
+			r.answer(ctx, d.to, &resetReply{Err: fmt.Errorf("reset: %w", gone)})
+		}
 	}
 	for _, e := range r.entries {
 		r.sendStop(ctx, e, workerShutdown)
@@ -174,7 +244,10 @@ func (r *registry) shutdown(ctx actor.Context) {
 		for _, l := range q.leases {
 			l.end(errRegistryStopped)
 		}
-		q.answerWaiters(ctx, ErrStopFailed)
+		q.answerWaiters(ctx, r, ErrStopFailed)
+	}
+	for _, to := range r.stopAllWaiters {
+		r.answer(ctx, to, &stopAllReply{Err: gone})
 	}
 	*r = *newRegistry(r.cfg)
 }

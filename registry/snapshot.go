@@ -2,28 +2,43 @@ package registry
 
 import "github.com/asynkron/protoactor-go/actor"
 
-// snapshot counts exactly what is live now (kernel.md §3.11, ruling 13).
-func (r *registry) snapshot(ctx actor.Context) *Snapshot {
-	phases := map[string]int{
-		phaseStarting: 0, phaseIdle: 0, phaseRunning: 0, phaseCancelling: 0, phaseStopping: 0,
-		phaseUnreachable: len(r.stopping),
-	}
+// onSnapshot asks every live kernel for its status, without blocking the
+// registry, and answers with the counts as they are when the last answer
+// comes.
+func (r *registry) onSnapshot(ctx actor.Context, to replyTo) {
 	es := make([]*entry, 0, len(r.entries))
 	for _, e := range r.entries {
 		es = append(es, e)
 	}
+	r.statuses(ctx, es, func(sts map[*entry]workerStatus) { r.answer(ctx, to, r.snapshot(sts)) })
+}
+
+// snapshot counts exactly what is live now (kernel.md §3.11, ruling 13).
+// A kernel whose start is in flight counts as live and starting, since it
+// holds a slot under the cap; so does one started after the statuses
+// were asked.
+func (r *registry) snapshot(sts map[*entry]workerStatus) *Snapshot {
+	phases := map[string]int{
+		phaseStarting: r.starts, phaseIdle: 0, phaseRunning: 0, phaseCancelling: 0, phaseStopping: 0,
+		phaseUnreachable: len(r.stopping),
+	}
 	queued, deepest := 0, 0
-	for _, st := range r.statuses(ctx, es) {
+	for _, e := range r.entries {
+		st, ok := sts[e]
+		if !ok {
+			st.phase = phaseStarting
+		}
 		phases[st.phase]++
 		if st.phase != phaseUnreachable {
 			queued += st.queueDepth
 			deepest = max(deepest, st.queueDepth)
 		}
 	}
+	live := r.live()
 	s := &Snapshot{
-		Live:          len(r.entries),
+		Live:          live,
 		Max:           r.effMax,
-		Available:     max(r.effMax-len(r.entries), 0),
+		Available:     max(r.effMax-live, 0),
 		Phases:        phases,
 		InflightCells: len(r.leases),
 		QueuedCells:   queued,

@@ -1,8 +1,6 @@
 package registry
 
 import (
-	"time"
-
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/executecode/executecode/kernelworker"
@@ -36,84 +34,81 @@ func (s workerStatus) quiescent() bool {
 	return s.phase == phaseIdle && s.queueDepth == 0 && s.active == ""
 }
 
-// statusQuery is a status request in flight. Its reply address is a
-// process of its own that also watches the worker, so a worker that
-// stops before answering (its mailbox drops the request) resolves the
-// query at once with Terminated instead of holding the registry for
-// StatusTimeout. Anything arriving after the first answer is dropped.
+// statusQuery is a status request in flight. Its answer comes back as
+// a continuation of the registry (RequestFuture + ReenterAfter), so the
+// registry never waits for a worker. A worker that stops before answering
+// (its mailbox drops the request) resolves the query at once: the
+// registry watches every worker it started, and its Terminated answers
+// every query to it with unreachable instead of leaving them to
+// StatusTimeout. Whichever comes second is ignored.
 type statusQuery struct {
-	sys      *actor.ActorSystem
-	worker   *actor.PID
-	proc     actor.Process // the worker's
-	reply    *actor.PID
-	answers  chan any
-	deadline time.Time
+	entry *entry
+	done  func(workerStatus)
+	over  bool
 }
 
-// replyProcess is a mailbox of one for a statusQuery.
-type replyProcess struct{ answers chan any }
-
-func (p replyProcess) SendUserMessage(_ *actor.PID, m any) {
-	_, msg, _ := actor.UnwrapEnvelope(m)
-	p.offer(msg)
-}
-
-func (p replyProcess) SendSystemMessage(_ *actor.PID, m any) { p.offer(m) }
-
-func (p replyProcess) Stop(*actor.PID) {}
-
-func (p replyProcess) offer(m any) {
-	select {
-	case p.answers <- m:
-	default:
-	}
-}
-
-// queryStatus asks a worker for its status without waiting for the
-// answer; read validates it.
-func (r *registry) queryStatus(ctx actor.Context, e *entry) *statusQuery {
-	sys := ctx.ActorSystem()
-	q := &statusQuery{sys: sys, worker: e.pid, answers: make(chan any, 1),
-		deadline: time.Now().Add(r.cfg.StatusTimeout)}
-	q.reply, _ = sys.ProcessRegistry.Add(replyProcess{answers: q.answers}, "registry-status"+sys.ProcessRegistry.NextId())
+// queryStatus asks e's worker for its status, bounded by StatusTimeout,
+// and calls done with the validated answer, inside the actor.
+func (r *registry) queryStatus(ctx actor.Context, e *entry, done func(workerStatus)) {
+	q := &statusQuery{entry: e, done: done}
+	wk := pidKey(e.pid)
+	r.queries[wk] = append(r.queries[wk], q)
 	// An unknown PID yields the dead-letter process, which answers a
-	// watch with Terminated and a request with DeadLetterResponse.
-	q.proc, _ = sys.ProcessRegistry.Get(e.pid)
-	q.proc.SendSystemMessage(e.pid, &actor.Watch{Watcher: q.reply})
-	ctx.RequestWithCustomSender(e.pid, &kernelworker.StatusRequest{}, q.reply)
-	return q
+	// request with DeadLetterResponse: the future fails at once.
+	f := ctx.RequestFuture(e.pid, &kernelworker.StatusRequest{}, r.cfg.StatusTimeout)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if err != nil {
+			res = nil
+		}
+		r.resolve(q, validate(res, e))
+	})
 }
 
-func (q *statusQuery) read(e *entry) workerStatus {
-	t := time.NewTimer(time.Until(q.deadline))
-	var res any
-	select {
-	case res = <-q.answers:
-	case <-t.C:
+func (r *registry) resolve(q *statusQuery, st workerStatus) {
+	if q.over {
+		return
 	}
-	t.Stop()
-	q.proc.SendSystemMessage(q.worker, &actor.Unwatch{Watcher: q.reply})
-	q.sys.ProcessRegistry.Remove(q.reply)
-	return validate(res, e)
+	q.over = true
+	wk := pidKey(q.entry.pid)
+	qs := r.queries[wk]
+	for i, x := range qs {
+		if x == q {
+			qs = append(qs[:i], qs[i+1:]...)
+			break
+		}
+	}
+	if len(qs) == 0 {
+		delete(r.queries, wk)
+	} else {
+		r.queries[wk] = qs
+	}
+	q.done(st)
 }
 
-// status asks one worker, bounded by StatusTimeout.
-func (r *registry) status(ctx actor.Context, e *entry) workerStatus {
-	return r.queryStatus(ctx, e).read(e)
+// resolveGone answers every query to a worker that terminated.
+func (r *registry) resolveGone(wk string) {
+	for _, q := range append([]*statusQuery(nil), r.queries[wk]...) {
+		r.resolve(q, workerStatus{phase: phaseUnreachable})
+	}
 }
 
 // statuses asks several workers at once, so a slow one costs one
-// StatusTimeout, not one per worker.
-func (r *registry) statuses(ctx actor.Context, es []*entry) []workerStatus {
-	qs := make([]*statusQuery, len(es))
-	for i, e := range es {
-		qs[i] = r.queryStatus(ctx, e)
+// StatusTimeout, not one per worker, and calls done with every answer.
+func (r *registry) statuses(ctx actor.Context, es []*entry, done func(map[*entry]workerStatus)) {
+	out := make(map[*entry]workerStatus, len(es))
+	if len(es) == 0 {
+		done(out)
+		return
 	}
-	out := make([]workerStatus, len(es))
-	for i, q := range qs {
-		out[i] = q.read(es[i])
+	left := len(es)
+	for _, e := range es {
+		r.queryStatus(ctx, e, func(st workerStatus) {
+			out[e] = st
+			if left--; left == 0 {
+				done(out)
+			}
+		})
 	}
-	return out
 }
 
 // validate accepts a status only from a live process of this entry's

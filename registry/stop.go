@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -36,13 +37,13 @@ type quarantine struct {
 
 // resetWaiter is a Reset answered once the worker is gone.
 type resetWaiter struct {
-	to     *actor.PID
+	to     replyTo
 	forked bool
 }
 
-func (q *quarantine) answerWaiters(ctx actor.Context, err error) {
+func (q *quarantine) answerWaiters(ctx actor.Context, r *registry, err error) {
 	for _, w := range q.waiters {
-		ctx.Send(w.to, &ResetReply{Performed: true, Forked: w.forked, Err: err})
+		r.answer(ctx, w.to, &resetReply{Performed: true, Forked: w.forked, Err: err})
 	}
 	q.waiters = nil
 }
@@ -80,7 +81,7 @@ func (r *registry) stopEntry(ctx actor.Context, e *entry, reason telemetry.Sessi
 	r.sendStop(ctx, e, workerReason)
 	self, root, tok := ctx.Self(), ctx.ActorSystem().Root, q.token
 	q.timer = time.AfterFunc(r.cfg.StopTimeout, func() { root.Send(self, stopExpired{worker: wk, token: tok}) })
-	r.cfg.Logger.Debug().Str("reason", string(reason)).Int("live", len(r.entries)).Msg("kernel stopping")
+	r.cfg.Logger.Debug().Str("reason", string(reason)).Int("live", r.live()).Msg("kernel stopping")
 	r.ensureReap(ctx)
 	return q
 }
@@ -101,7 +102,7 @@ func (r *registry) onStopExpired(ctx actor.Context, m stopExpired) {
 	ctx.Stop(q.entry.pid)
 	r.emit(telemetry.Fallback{Reason: telemetry.FallbackStopFailed})
 	r.cfg.Logger.Warn().Msg("kernel worker did not stop in time; stopping its actor")
-	q.answerWaiters(ctx, ErrStopFailed)
+	q.answerWaiters(ctx, r, ErrStopFailed)
 	for _, l := range q.leases {
 		l.end(ErrStopFailed)
 	}
@@ -111,22 +112,37 @@ func (r *registry) onStopExpired(ctx actor.Context, m stopExpired) {
 }
 
 // onStopAll stops every live kernel as a shutdown; the answer waits for
-// their workers (and any stop already under way).
-func (r *registry) onStopAll(ctx actor.Context) {
+// their workers (and any stop already under way). An acquire still
+// waiting fails with ErrShutdown; a kernel whose start is in flight is
+// stopped as soon as it is up, and the answer waits for it too.
+func (r *registry) onStopAll(ctx actor.Context, to replyTo) {
 	for _, e := range r.entries {
 		r.stopEntry(ctx, e, telemetry.StopShutdown, workerShutdown)
 	}
-	if ctx.Sender() != nil {
-		r.stopAllWaiters = append(r.stopAllWaiters, ctx.Sender())
+	for _, p := range r.pending {
+		if p.starting {
+			p.stopAll = true
+			continue
+		}
+		r.fail(ctx, p, fmt.Errorf("acquire: %w", ErrShutdown))
+	}
+	if to.some() {
+		r.stopAllWaiters = append(r.stopAllWaiters, to)
 	}
 	r.answerStopAll(ctx)
 }
 
 // answerStopAll answers the StopAll requests once no stop is pending:
-// every kernel that was stopping is gone, or failed to stop in time.
+// no start StopAll caught is still in flight, and every kernel that was
+// stopping is gone, or failed to stop in time.
 func (r *registry) answerStopAll(ctx actor.Context) {
 	if len(r.stopAllWaiters) == 0 {
 		return
+	}
+	for _, p := range r.pending {
+		if p.stopAll {
+			return
+		}
 	}
 	var err error
 	for _, q := range r.stopping {
@@ -136,7 +152,7 @@ func (r *registry) answerStopAll(ctx actor.Context) {
 		err = ErrStopFailed
 	}
 	for _, to := range r.stopAllWaiters {
-		ctx.Send(to, &StopAllReply{Err: err})
+		r.answer(ctx, to, &stopAllReply{Err: err})
 	}
 	r.stopAllWaiters = nil
 }
@@ -157,6 +173,8 @@ func (r *registry) onTerminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	k := pidKey(who)
+	// Whatever it was, no query to it can be answered any more.
+	defer r.resolveGone(k)
 	_, isWorker := r.workers[k]
 	_, isStopping := r.stopping[k]
 	var exit kernelworker.Exit
@@ -174,15 +192,15 @@ func (r *registry) onTerminated(ctx actor.Context, who *actor.PID) {
 		if exitKnown && exit.Crash != "" && q.reason == telemetry.StopShutdown {
 			// Quarantined only because it no longer answered: the worker
 			// had crashed on its own, and its report says why (ruling 13).
-			r.emit(telemetry.SessionCrash{Duration: r.cfg.Now().Sub(e.startedAt), LiveKernels: len(r.entries),
+			r.emit(telemetry.SessionCrash{Duration: r.cfg.Now().Sub(e.startedAt), LiveKernels: r.live(),
 				Capacity: e.capacity, Reason: exit.Crash})
 		} else {
 			r.emit(telemetry.SessionStop{
-				Duration: r.cfg.Now().Sub(e.startedAt), LiveKernels: len(r.entries),
+				Duration: r.cfg.Now().Sub(e.startedAt), LiveKernels: r.live(),
 				Capacity: e.capacity, Reason: q.reason,
 			})
 		}
-		q.answerWaiters(ctx, nil)
+		q.answerWaiters(ctx, r, nil)
 		return
 	}
 	if e, ok := r.workers[k]; ok {
@@ -195,7 +213,7 @@ func (r *registry) onTerminated(ctx actor.Context, who *actor.PID) {
 		}
 		lifetime := r.cfg.Now().Sub(e.startedAt)
 		if exitKnown && exit.Crash == "" {
-			r.emit(telemetry.SessionStop{Duration: lifetime, LiveKernels: len(r.entries),
+			r.emit(telemetry.SessionStop{Duration: lifetime, LiveKernels: r.live(),
 				Capacity: e.capacity, Reason: telemetry.StopShutdown})
 			return
 		}
@@ -203,7 +221,7 @@ func (r *registry) onTerminated(ctx actor.Context, who *actor.PID) {
 		if exitKnown {
 			reason = exit.Crash
 		}
-		r.emit(telemetry.SessionCrash{Duration: lifetime, LiveKernels: len(r.entries),
+		r.emit(telemetry.SessionCrash{Duration: lifetime, LiveKernels: r.live(),
 			Capacity: e.capacity, Reason: reason})
 		return
 	}

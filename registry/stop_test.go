@@ -21,12 +21,12 @@ func TestForgedOrStaleTerminatedChangesNothing(t *testing.T) {
 	al := h.mustAcquire(h.key("s"), owner)
 	before := h.snapshot()
 
-	h.sys.Root.Send(h.reg, &actor.Terminated{Who: al.Worker})
+	h.sys.Root.Send(h.reg, &actor.Terminated{Who: al.Worker.PID()})
 	h.sys.Root.Send(h.reg, &actor.Terminated{Who: owner})
-	h.sys.Root.Send(h.reg, &actor.Terminated{Who: actor.NewPID(al.Worker.Address, "no-such-actor")})
+	h.sys.Root.Send(h.reg, &actor.Terminated{Who: actor.NewPID(al.Worker.PID().Address, "no-such-actor")})
 	h.sys.Root.Send(h.reg, &actor.Terminated{})
 	assert.Equal(t, before, h.snapshot())
-	assert.True(t, h.alive(al.Worker))
+	assert.True(t, h.alive(al.Worker.PID()))
 	assert.Empty(t, events[telemetry.SessionCrash](h))
 	assert.NoError(t, h.release(al.Lease))
 }
@@ -42,7 +42,7 @@ func TestWorkerDyingOnItsOwnIsDroppedWithExactCounts(t *testing.T) {
 	}
 	require.NoError(t, h.release(allocs[0].Lease))
 
-	h.sys.Root.Send(allocs[1].Worker, fakeDie{})
+	h.sys.Root.Send(allocs[1].Worker.PID(), fakeDie{})
 	h.eventually(func() bool { return h.snapshot().Live == 2 }, "crashed kernel dropped")
 	s := h.snapshot()
 	assert.Equal(t, 1, s.InflightCells, "the dead kernel's lease is gone")
@@ -92,7 +92,7 @@ func TestAWedgedWorkerNeverBlocksTheRegistry(t *testing.T) {
 	assert.Equal(t, 1, h.snapshot().Phases["unreachable"])
 
 	close(wedge)
-	h.waitGone(first.Worker)
+	h.waitGone(first.Worker.PID())
 	h.eventually(func() bool { return h.snapshot().Phases["unreachable"] == 0 }, "quarantine cleared")
 	stops := events[telemetry.SessionStop](h)
 	require.Len(t, stops, 1)
@@ -106,8 +106,8 @@ func TestStoppingTheRegistryStopsEveryKernelAndEndsLeases(t *testing.T) {
 	a := h.mustAcquire(h.key("a"), owner)
 	b := h.mustAcquire(h.key("b"), owner)
 	require.NoError(t, h.sys.Root.StopFuture(h.reg).Wait())
-	h.waitGone(a.Worker)
-	h.waitGone(b.Worker)
+	h.waitGone(a.Worker.PID())
+	h.waitGone(b.Worker.PID())
 	assert.Equal(t, []string{"shutdown"}, h.stopsOf(1))
 	assert.Equal(t, []string{"shutdown"}, h.stopsOf(2))
 	assert.ErrorIs(t, a.Lease.Context().Err(), context.Canceled)
@@ -124,11 +124,11 @@ func TestStaleTimerMessagesChangeNothing(t *testing.T) {
 	before := h.snapshot()
 
 	h.sys.Root.Send(h.reg, reapTick{token: 999})
-	h.sys.Root.Send(h.reg, stopExpired{worker: pidKey(al.Worker), token: 999})
+	h.sys.Root.Send(h.reg, stopExpired{worker: pidKey(al.Worker.PID()), token: 999})
 	h.sys.Root.Send(h.reg, callerDone{lease: 999})
 	assert.Equal(t, before, h.snapshot())
 	assert.Empty(t, h.stopsOf(1), "a stale reap tick reaps nothing")
-	assert.True(t, h.alive(al.Worker))
+	assert.True(t, h.alive(al.Worker.PID()))
 }
 
 func TestStoppingTheRegistryAnswersAPendingReset(t *testing.T) {
@@ -139,12 +139,12 @@ func TestStoppingTheRegistryAnswersAPendingReset(t *testing.T) {
 	k := h.key("s")
 	h.mustAcquire(k, owner)
 
-	pending := h.sys.Root.RequestFuture(h.reg, &Reset{Key: k, Owner: owner}, askTimeout)
+	pending := h.sys.Root.RequestFuture(h.reg, &resetMsg{Key: k, Owner: owner}, askTimeout)
 	h.eventually(func() bool { return len(h.stopsOf(1)) == 1 }, "worker told to stop")
 	require.NoError(t, h.sys.Root.StopFuture(h.reg).Wait())
 	res, err := pending.Result()
 	require.NoError(t, err)
-	rr, ok := res.(*ResetReply)
+	rr, ok := res.(*resetReply)
 	require.True(t, ok)
 	assert.ErrorIs(t, rr.Err, ErrStopFailed)
 	close(wedge)

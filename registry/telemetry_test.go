@@ -36,7 +36,7 @@ func TestRegistryEventsCarryNoIdentities(t *testing.T) {
 	a := h.mustAcquire(k, owner, withMax(1), withIdle(time.Minute))
 	require.NoError(t, h.release(a.Lease))
 	b := h.mustAcquire(h.key("other"), owner, withMax(1)) // evicts a
-	h.sys.Root.Send(b.Worker, fakeDie{})                  // crash
+	h.sys.Root.Send(b.Worker.PID(), fakeDie{})            // crash
 	h.eventually(func() bool { return len(events[telemetry.SessionCrash](h)) == 1 }, "crash seen")
 	h.failNextStart()
 	h.acquire(k, owner) // startup failure
@@ -49,7 +49,7 @@ func TestRegistryEventsCarryNoIdentities(t *testing.T) {
 	assert.ErrorIs(t, h.reset(h.key("stuck"), owner).Err, ErrStopFailed)
 	h.eventually(func() bool { return len(events[telemetry.SessionStop](h)) == 3 }, "every stop reported")
 
-	forbidden := []string{k.Cwd, k.Interpreter, k.Digest(), "secret-scope", a.Worker.Id, owner.Id, a.Worker.Address}
+	forbidden := []string{k.Cwd, k.Interpreter, k.Digest(), "secret-scope", a.Worker.PID().Id, owner.Id, a.Worker.PID().Address}
 	names := map[string]bool{}
 	for _, e := range h.rec.Events() {
 		names[e.Name()] = true
