@@ -48,7 +48,7 @@
 //
 // It may call the standard library, golang.org/x/sys/unix, protoactor's
 // actor package, zerolog, and of this project privatetmp (staging and
-// teardown), pump (only NewBells), shimpy (only the runner text) and
+// teardown), internal/bell (the doorbells), shimpy (only the runner text) and
 // telemetry. It takes spill files and workspaces through functions and
 // never touches a cell's bridge directory, the registry or any other
 // actor's state. Nothing here allocates after the launcher's first

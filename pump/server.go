@@ -16,13 +16,14 @@ var ErrStopped = errors.New("pump server stopped")
 // before cancelling it (bridge.md §6.5).
 const abortWait = 25 * time.Millisecond
 
-// Server is a session cell's RPC server (bridge.md §6): it sweeps the
-// cell's bridge directory on doorbell wake-ups and a fallback timer, one
-// sweep at a time, and keeps the claim ledger in its own memory, where
-// the script cannot reach it. A sweep that dies (panics, exits, or is
-// cancelled with claims in flight) is settled conservatively: the stats
-// from before it, the accounting-loss flag, and recovery of every claim
-// it made from its markers and the ledger.
+// Server is the one driver of a bridge's sweeps, for a session cell
+// (StartServer, bridge.md §6) and for a per-call run (StartRun, bridge.md
+// §5.2): it sweeps the bridge directory on doorbell wake-ups and a
+// fallback timer, one sweep at a time, and keeps the claim ledger in its
+// own memory, where the script cannot reach it. A sweep that dies
+// (panics, exits, or is cancelled with claims in flight) is settled
+// conservatively: the stats from before it, the accounting-loss flag, and
+// recovery of every claim it made from its markers and the ledger.
 //
 // One goroutine (the loop) owns the stats and the in-flight sweep; each
 // sweep runs on its own goroutine, on a copy of the stats, under a
@@ -32,11 +33,21 @@ const abortWait = 25 * time.Millisecond
 // a sweep is abandoned.
 type Server struct {
 	cfg         Config
+	bridge      bridge
+	hooks       hooks
 	cell        context.Context
 	abortCell   context.CancelFunc
 	wake        <-chan struct{}
 	unsubscribe func()
 	tasks       *taskGroup
+
+	// A run's server (StartRun) also watches its interpreter's exit and
+	// its context's end; a session cell's has neither.
+	run    bool
+	exited <-chan struct{}
+	ended  <-chan struct{}
+	// final is the run's stats, written by the loop before done closes.
+	final Stats
 
 	abortCh   chan struct{} // closed by Abort
 	abortOnce sync.Once
@@ -88,15 +99,60 @@ type sweepResult struct {
 }
 
 // StartServer validates cfg (bridge.md §6.1; a refusal wraps
-// ErrInvalidConfig in a *ConfigError naming the key) and starts the
-// server. It subscribes to cfg.Bells, so every request-bell ring sweeps,
-// and sweeps on the fallback timer otherwise. cfg.OnClaim, if set, only
-// observes: the ledger is always the server's own, recorded before the
-// observer is called.
+// ErrInvalidConfig in a *ConfigError naming the key) and starts a session
+// cell's server. It subscribes to cfg.Bells, so every request-bell ring
+// sweeps, and sweeps on the fallback timer otherwise. cfg.OnClaim, if
+// set, only observes: the ledger is always the server's own, recorded
+// before the observer is called.
 func StartServer(cfg Config) (*Server, error) {
+	return startServer(cfg, hooks{})
+}
+
+func startServer(cfg Config, h hooks) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	s := newServer(context.Background(), cfg, h)
+	s.start()
+	return s, nil
+}
+
+// Run is the server of one per-call run. It has no Abort, DrainAndStats
+// or Stop: a run ends with its interpreter, and Wait is its one read.
+type Run struct{ srv *Server }
+
+// StartRun starts the server of a per-call run (bridge.md §5.2) on the
+// same loop as a session cell's. Its sweeps and their dispatches run
+// under ctx, so the run's timeout or cancel ends every helper call in
+// flight; after that no sweep starts. exited closes when the run's
+// interpreter has exited: from then on no sweep starts either, since a
+// request still on disk belongs to nobody who waits. A run's config is
+// taken as it is, not validated: its zero budgets refuse every call, as
+// Config says.
+func StartRun(ctx context.Context, cfg Config, exited <-chan struct{}) *Run {
+	return startRun(ctx, cfg, exited, hooks{})
+}
+
+func startRun(ctx context.Context, cfg Config, exited <-chan struct{}, h hooks) *Run {
+	s := newServer(ctx, cfg, h)
+	s.run, s.exited, s.ended = true, exited, ctx.Done()
+	s.start()
+	return &Run{srv: s}
+}
+
+// Wait returns the run's stats once its interpreter has exited and the
+// server has settled the sweep that was in flight then (its helper calls
+// run to their end, or to the end of the run's context) and drained,
+// once, the notifications present. A sweep that ignores the end of the
+// run's context is abandoned after a grace, so Wait returns at the latest
+// shortly after both the exit and the end of that context.
+func (r *Run) Wait() Stats {
+	<-r.srv.done
+	return r.srv.final
+}
+
+// newServer makes a server whose cell signal is derived from parent.
+func newServer(parent context.Context, cfg Config, h hooks) *Server {
 	s := &Server{
 		tasks:     newTaskGroup(),
 		abortCh:   make(chan struct{}),
@@ -107,6 +163,7 @@ func StartServer(cfg Config) (*Server, error) {
 		done:      make(chan struct{}),
 		ledger:    Ledger{},
 		stats:     NewStats(),
+		hooks:     h.settled(),
 	}
 	observer := cfg.OnClaim
 	cfg.OnClaim = func(id int64, kind ClaimKind, tool string) {
@@ -117,15 +174,27 @@ func StartServer(cfg Config) (*Server, error) {
 			observer(id, kind, tool)
 		}
 	}
-	cfg.tasks = s.tasks
-	cfg.claimed = s.claimedLive
-	cfg.notified = &notifyMemory{}
+	s.bridge = bridge{
+		notified: &notifyMemory{},
+		tasks:    s.tasks,
+		claimed:  s.claimedLive,
+		unlink:   h.unlink,
+	}.settled()
 	s.cfg = cfg.settled()
-	s.cell, s.abortCell = context.WithCancel(context.Background())
-	s.wake, s.unsubscribe = cfg.Bells.Subscribe()
+	s.cell, s.abortCell = context.WithCancel(parent)
+	return s
+}
+
+// start subscribes to the bells and starts the loop.
+func (s *Server) start() {
+	s.wake, s.unsubscribe = s.cfg.Bells.Subscribe()
 	s.tasks.add()
 	go s.loop()
-	return s, nil
+}
+
+// sweeper is a pass of this server's bridge over stats.
+func (s *Server) sweeper(stats *Stats) *sweeper {
+	return newSweeper(s.cfg, s.bridge, stats)
 }
 
 // Abort is bridge.md §6.5: it cancels the cell signal (every dispatch
@@ -203,8 +272,9 @@ func (s *Server) loop() {
 	gate := wakeGate{max: interval}
 	paused := false      // wake-ups wait for the pause timer (flood backoff)
 	wakePending := false // a wake-up arrived while a sweep was in flight
-	aborted := false
-	abortCh := s.abortCh
+	aborted := false     // Abort, or the end of a run's context: no sweep starts
+	exited := false      // a run's interpreter has exited: no sweep starts
+	abortCh, exitedCh, endedCh := s.abortCh, s.exited, s.ended
 	var waiting []chan Stats // DrainAndStats callers waiting for a sweep
 
 	answer := func() {
@@ -215,11 +285,31 @@ func (s *Server) loop() {
 		}
 		waiting = nil
 	}
+	// mayStart says whether a sweep may start now. The exit wins every
+	// race: a request published as the script ended must not be swept,
+	// whichever of the exit and a wake-up the loop heard first.
+	mayStart := func() bool {
+		if !exited {
+			select {
+			case <-exitedCh:
+				exited, exitedCh = true, nil
+			default:
+			}
+		}
+		return !aborted && !exited
+	}
 
 	for {
+		if !mayStart() && exited && s.flight == nil {
+			// A run ends here, never with a sweep in flight: the calls it
+			// claimed before the exit are still accounted.
+			answer()
+			s.finish()
+			return
+		}
 		var wakeC <-chan struct{}
 		var pauseC, pollC <-chan time.Time
-		if !aborted {
+		if !aborted && !exited {
 			wakeC = s.wake
 			if paused {
 				wakeC, pauseC = nil, pause.C
@@ -242,6 +332,16 @@ func (s *Server) loop() {
 			answer()
 			close(s.abortDone)
 
+		case <-exitedCh:
+			exited, exitedCh = true, nil // the loop's top finishes the run
+
+		case <-endedCh:
+			// The run's context ended, and with it the contexts of the
+			// sweep in flight and its dispatches.
+			endedCh, aborted = nil, true
+			s.cancelSweep()
+			answer()
+
 		case reply := <-s.drains:
 			waiting = append(waiting, reply)
 			if s.flight == nil {
@@ -256,11 +356,11 @@ func (s *Server) loop() {
 			fromWake := s.flight.fromWake
 			s.settle(r)
 			answer()
-			if aborted {
+			if aborted || exited {
 				continue
 			}
-			if s.cfg.onSweep != nil {
-				s.cfg.onSweep(r.progress)
+			if s.hooks.onSweep != nil {
+				s.hooks.onSweep(r.progress)
 			}
 			if r.progress > 0 {
 				pause.Stop()
@@ -271,29 +371,40 @@ func (s *Server) loop() {
 				paused = true
 			}
 			poll.Reset(interval)
-			if wakePending && !paused {
+			if wakePending && !paused && mayStart() {
 				wakePending = false
 				s.startSweep(true)
 			}
 
 		case <-wakeC:
-			if s.flight != nil {
+			switch {
+			case s.flight != nil:
 				wakePending = true
-			} else {
+			case mayStart():
 				s.startSweep(true)
 			}
 
 		case <-pauseC:
 			paused = false
-			if wakePending && s.flight == nil {
+			if wakePending && s.flight == nil && mayStart() {
 				wakePending = false
 				s.startSweep(true)
 			}
 
 		case <-pollC:
-			s.startSweep(false)
+			if mayStart() {
+				s.startSweep(false)
+			}
 		}
 	}
+}
+
+// finish is a run's last act: the notifications present now are drained,
+// once, and the stats become the run's.
+func (s *Server) finish() {
+	s.absorbLateFeeds()
+	s.drain()
+	s.final = s.stats.Clone()
 }
 
 // startSweep runs the next sweep on a copy of the stats: the copy becomes
@@ -325,7 +436,7 @@ func (s *Server) sweep(ctx context.Context, gen uint64, stats Stats) {
 		case <-s.done:
 		}
 	}()
-	sw := newSweeper(s.cfg, &stats)
+	sw := s.sweeper(&stats)
 	r.err = sw.run(ctx)
 	r.stats, r.progress, r.abandoned, r.unanswered = stats, sw.progress, sw.abandoned, sw.unanswered
 	finished = true
@@ -346,7 +457,7 @@ func (s *Server) cancelSweep() {
 		return
 	}
 	f.cancel()
-	if r, ok := s.await(f, s.cfg.killGrace); ok {
+	if r, ok := s.await(f, s.hooks.killGrace); ok {
 		s.settle(r)
 		return
 	}
@@ -376,7 +487,7 @@ func (s *Server) await(f *flight, d time.Duration) (sweepResult, bool) {
 // failed: its stats must never overwrite the settled ones.
 func (s *Server) refuseStale(r sweepResult) {
 	s.cfg.Logger.Debug().Uint64("generation", r.gen).Msg("execute_code rpc abandoned sweep returned late; result ignored")
-	if s.cfg.onStale != nil {
-		s.cfg.onStale(r.gen)
+	if s.hooks.onStale != nil {
+		s.hooks.onStale(r.gen)
 	}
 }

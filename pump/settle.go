@@ -23,10 +23,18 @@ func (s *Server) settle(r sweepResult) {
 	case r.fault != "":
 		s.cfg.Logger.Error().Msgf("execute_code rpc sweep failed (%s); settling conservatively", r.fault)
 		s.settleFailed()
+	case r.abandoned > 0 && s.run:
+		// A per-call run keeps what its cancelled sweep counted, as a
+		// killed sweep counts it (dispatch.go, abandon): each abandoned
+		// claim one call and one error, its marker left for the
+		// workspace's teardown. A session cell's stats carry the loss
+		// flag to its caller, so they are settled conservatively instead.
+		s.stats = r.stats
+		s.takeLedger()
 	case r.abandoned > 0:
 		s.settleFailed()
 	default:
-		if r.err != nil && !errors.Is(r.err, context.Canceled) {
+		if r.err != nil && !errors.Is(r.err, context.Canceled) && !errors.Is(r.err, context.DeadlineExceeded) {
 			s.cfg.Logger.Warn().Err(r.err).Msg("execute_code rpc sweep failed")
 		}
 		s.settleCompleted(r.stats, r.unanswered > 0)
@@ -86,7 +94,7 @@ func (s *Server) takeLedger() Ledger {
 // if it succeeds: a failing recovery keeps the previous stats.
 func (s *Server) recoverClaims(ledger Ledger) {
 	stats := s.stats.Clone()
-	err := s.contain(func() error { return Recover(s.cfg, &stats, ledger) })
+	err := s.contain(func() error { return s.sweeper(&stats).recoverDebts(ledger) })
 	if err != nil {
 		s.cfg.Logger.Error().Msgf("execute_code rpc claim recovery failed (%s); keeping previous stats", faultClass(err))
 		return
@@ -94,12 +102,13 @@ func (s *Server) recoverClaims(ledger Ledger) {
 	s.stats = stats
 }
 
-// drain is the notification-only pass of DrainAndStats and Stop, on the
+// drain is the notification-only pass of DrainAndStats, Stop and a run's
+// end, on the
 // server's stats. A failure is logged and ignored.
 func (s *Server) drain() {
 	stats := s.stats.Clone()
 	err := s.contain(func() error {
-		DrainNotifications(s.cfg, &stats)
+		s.sweeper(&stats).drainNotifications()
 		return nil
 	})
 	if err != nil {
@@ -149,6 +158,6 @@ func (s *Server) removeProtocolFiles() {
 		if de.IsDir() {
 			continue
 		}
-		_ = s.cfg.unlink(filepath.Join(s.cfg.Dir, de.Name()))
+		_ = s.bridge.unlink(filepath.Join(s.cfg.Dir, de.Name()))
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/executecode/executecode/pump"
+	"github.com/executecode/executecode/internal/bell"
 )
 
 // Requests are sent with protoactor request/response (RequestFuture);
@@ -36,7 +36,7 @@ type AcquireReply struct {
 // Allocation is a checked-out kernel.
 type Allocation struct {
 	Worker *actor.PID
-	Bells  *pump.Bells
+	Bells  *bell.Pair
 	// Workspace is the kernel's private workspace (kernelworker.Handle).
 	Workspace  string
 	Generation uint64

@@ -5,7 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/executecode/executecode/pump"
+	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/telemetry"
 )
 
@@ -43,7 +43,7 @@ type entry struct {
 	key        Key
 	forkOwner  string // owner PID key of a fork kernel; "" for a base kernel
 	pid        *actor.PID
-	bells      *pump.Bells
+	bells      *bell.Pair
 	workspace  string
 	generation uint64
 	owners     map[string]*owner

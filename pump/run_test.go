@@ -8,18 +8,28 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/internal/bell"
 )
 
-// serveAsync runs Serve in the background; the channel delivers its stats.
-func (h *harness) serveAsync(ctx context.Context, exited <-chan struct{}) <-chan Stats {
+// runAsync starts a per-call run's server on the harness's config and
+// hooks; the channel delivers its stats.
+func (h *harness) runAsync(ctx context.Context, exited <-chan struct{}) <-chan Stats {
 	out := make(chan Stats, 1)
-	go func() { out <- Serve(ctx, h.cfg, exited) }()
+	run := startRun(ctx, h.cfg, exited, h.hooks)
+	go func() { out <- run.Wait() }()
 	return out
 }
 
-func (h *harness) withBells() *Bells {
+// runToEnd is a run whose server is started with exited as given, and
+// waited for.
+func (h *harness) runToEnd(ctx context.Context, exited <-chan struct{}) Stats {
+	return startRun(ctx, h.cfg, exited, h.hooks).Wait()
+}
+
+func (h *harness) withBells() *bell.Pair {
 	h.t.Helper()
-	b, err := NewBells()
+	b, err := bell.New()
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { _ = b.Close() })
 	h.cfg.Bells = b
@@ -27,7 +37,7 @@ func (h *harness) withBells() *Bells {
 }
 
 // ringHost is what the shim does after publishing a frame.
-func ringHost(t *testing.T, b *Bells) {
+func ringHost(t *testing.T, b *bell.Pair) {
 	t.Helper()
 	_, err := b.ChildFiles()[0].Write([]byte{1})
 	require.NoError(t, err)
@@ -36,7 +46,7 @@ func ringHost(t *testing.T, b *Bells) {
 // floodWithRequest rings the request bell as fast as it can for 300 ms,
 // publishes request 1 (and rings for it) in the middle, and returns how
 // many rings the flood made.
-func floodWithRequest(t *testing.T, h *harness, b *Bells) int64 {
+func floodWithRequest(t *testing.T, h *harness, b *bell.Pair) int64 {
 	t.Helper()
 	stop := make(chan struct{})
 	flooded := make(chan int64)
@@ -64,13 +74,13 @@ func floodWithRequest(t *testing.T, h *harness, b *Bells) int64 {
 	return <-flooded
 }
 
-func TestServeSweepsOnAWakeUpAndRingsBack(t *testing.T) {
+func TestRunSweepsOnAWakeUpAndRingsBack(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	b := h.withBells()
 	h.cfg.PollInterval = time.Hour // only a ring can make it sweep
 	exited := make(chan struct{})
 	got := h.collect()
-	done := h.serveAsync(context.Background(), exited)
+	done := h.runAsync(context.Background(), exited)
 
 	h.request(1, "read", map[string]any{"text": "hi"})
 	ringHost(t, b)
@@ -88,18 +98,18 @@ func TestServeSweepsOnAWakeUpAndRingsBack(t *testing.T) {
 	assert.Equal(t, []string{"last words"}, *got)
 }
 
-func TestServePollsWithoutBells(t *testing.T) {
+func TestRunPollsWithoutBells(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	h.cfg.PollInterval = time.Millisecond
 	exited := make(chan struct{})
-	done := h.serveAsync(context.Background(), exited)
+	done := h.runAsync(context.Background(), exited)
 	h.request(1, "read", nil)
 	waitFor(t, "the answer", func() bool { _, ok := h.response(1); return ok })
 	close(exited)
 	assert.Equal(t, 1, (<-done).Calls)
 }
 
-func TestServeNeverDispatchesARequestPresentAfterExit(t *testing.T) {
+func TestRunNeverDispatchesARequestPresentAfterExit(t *testing.T) {
 	read := echoTool("read")
 	h := newHarness(t, read)
 	b := h.withBells()
@@ -110,9 +120,11 @@ func TestServeNeverDispatchesARequestPresentAfterExit(t *testing.T) {
 	h.request(1, "read", nil)
 	h.frame(KindNotify, 1, notifyFrame(t, 1, "posthumous notify"))
 	ringHost(t, b)
-	waitFor(t, "the ring to be pending", func() bool { return len(b.wake) == 1 })
+	// Once closed, the bells' drain has read the ring, and nobody heard
+	// it: the loop's subscription starts with it pending.
+	require.NoError(t, b.Close())
 
-	stats := Serve(context.Background(), h.cfg, exited)
+	stats := h.runToEnd(context.Background(), exited)
 	assert.Zero(t, read.runs.Load(), "a posthumous request never runs")
 	assert.Zero(t, stats.Calls)
 	_, answered := h.response(1)
@@ -121,33 +133,33 @@ func TestServeNeverDispatchesARequestPresentAfterExit(t *testing.T) {
 	assert.Equal(t, []string{"posthumous notify"}, *got, "notifications still drain")
 }
 
-func TestServeStopsAtExitEvenWithRequestsArrivingLater(t *testing.T) {
+func TestRunStopsAtExitEvenWithRequestsArrivingLater(t *testing.T) {
 	read := echoTool("read")
 	h := newHarness(t, read)
 	h.cfg.PollInterval = time.Millisecond
 	exited := make(chan struct{})
-	done := h.serveAsync(context.Background(), exited)
+	done := h.runAsync(context.Background(), exited)
 	close(exited)
 	<-done
 	h.request(1, "read", nil)
 	assert.Zero(t, read.runs.Load())
 }
 
-func TestServeCancelsInFlightDispatchesWhenTheRunEnds(t *testing.T) {
+func TestRunCancelsInFlightDispatchesWhenItsContextEnds(t *testing.T) {
 	b := newBlocker("read")
 	h := newHarness(t, b)
 	h.cfg.PollInterval = time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	exited := make(chan struct{})
-	done := h.serveAsync(ctx, exited)
+	done := h.runAsync(ctx, exited)
 	h.request(1, "read", nil)
 	b.waitStart(t)
 	cancel()
 	waitFor(t, "the tool to see the cancellation", func() bool { return b.canceled.Load() == 1 })
 	select {
 	case <-done:
-		t.Fatal("Serve returned before the script exited")
+		t.Fatal("the run ended before the script exited")
 	default:
 	}
 	close(exited)
@@ -158,20 +170,20 @@ func TestServeCancelsInFlightDispatchesWhenTheRunEnds(t *testing.T) {
 	assert.False(t, answered)
 }
 
-func TestServeSurvivesABellFloodAndStillAnswers(t *testing.T) {
+func TestRunSurvivesABellFloodAndStillAnswers(t *testing.T) {
 	read := echoTool("read")
 	h := newHarness(t, read)
 	b := h.withBells()
 	h.cfg.PollInterval = 100 * time.Millisecond
 	var sweeps, spurious atomic.Int64
-	h.cfg.onSweep = func(work int) {
+	h.hooks.onSweep = func(work int) {
 		sweeps.Add(1)
 		if work == 0 {
 			spurious.Add(1)
 		}
 	}
 	exited := make(chan struct{})
-	done := h.serveAsync(context.Background(), exited)
+	done := h.runAsync(context.Background(), exited)
 
 	rings := floodWithRequest(t, h, b)
 	waitFor(t, "the answer", func() bool { _, ok := h.response(1); return ok })
