@@ -2,7 +2,10 @@ package pump
 
 import (
 	"context"
+	"path/filepath"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -213,4 +216,161 @@ func TestWakeGateBacksOffOnlyAfterRepeatedSpuriousWakeUps(t *testing.T) {
 	assert.Equal(t, ms, g.after(true, 0))
 	assert.Zero(t, g.after(false, 3), "productive fallback polls reset too")
 	assert.Zero(t, g.after(true, 0))
+}
+
+func TestARunSettlesTheSweepInFlightAtExitBeforeItEnds(t *testing.T) {
+	slow := newBlocker("read")
+	h := newHarness(t, slow)
+	h.cfg.PollInterval = time.Millisecond
+	exited := make(chan struct{})
+	done := h.runAsync(context.Background(), exited)
+	h.request(1, "read", nil)
+	slow.waitStart(t)
+
+	close(exited) // the script is gone; its claimed call is not
+	select {
+	case <-done:
+		t.Fatal("the run ended with a sweep in flight")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(slow.release)
+	st := <-done
+	assert.Equal(t, response{ID: 1, OK: true, Content: "done 1"}, h.mustResponse(1), "the call ran to its end")
+	assert.Equal(t, 1, st.Calls)
+	assert.Zero(t, st.Errors)
+	assert.EqualValues(t, len("done 1"), st.Bytes)
+	assert.False(t, st.AccountingLoss)
+}
+
+// A run's cancelled sweep keeps its own figures: the auth failure it
+// refused stays a denial and the abandoned claim stays unanswered. A
+// session's conservative settlement would lose the one and answer the
+// other.
+func TestARunKeepsTheFiguresOfTheSweepItsEndCancelled(t *testing.T) {
+	slow := newBlocker("read")
+	h := newHarness(t, slow)
+	h.cfg.PollInterval = time.Millisecond
+	h.requestWithToken(1, "not the token", "read", nil)
+	h.request(2, "read", nil) // one sweep finds both
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exited := make(chan struct{})
+	done := h.runAsync(ctx, exited)
+	slow.waitStart(t)
+	cancel()
+	waitFor(t, "the tool to see the cancellation", func() bool { return slow.canceled.Load() == 1 })
+	close(exited)
+
+	st := <-done
+	assert.Equal(t, 1, st.Denied, "the refused forgery")
+	assert.Equal(t, 1, st.Calls)
+	assert.Equal(t, 1, st.Errors, "the abandoned claim")
+	assert.False(t, st.AccountingLoss)
+	_, answered := h.response(2)
+	assert.False(t, answered, "nobody waits for the answer of an ended run")
+	assert.True(t, h.exists(MarkerName(2)), "left for teardown")
+}
+
+func TestARunWhoseSweepIgnoresItsCancellationStillEnds(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	h.cfg.PollInterval = time.Millisecond
+	h.hooks.killGrace = 10 * time.Millisecond
+	policy := &gatePolicy{entered: make(chan struct{}), release: make(chan struct{})}
+	defer close(policy.release) // the abandoned sweep then returns
+	h.cfg.Policy = policy
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exited := make(chan struct{})
+	done := h.runAsync(ctx, exited)
+	h.request(1, "read", nil)
+	<-policy.entered
+
+	cancel() // the sweep is stuck in the policy, deaf to it
+	close(exited)
+	var st Stats
+	select {
+	case st = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run never ended")
+	}
+	assert.Equal(t, 1, st.Calls, "the reservation in the ledger is charged")
+	assert.Equal(t, 1, st.Errors)
+	assert.True(t, st.AccountingLoss)
+}
+
+func TestAPanickingSweepOfARunIsContainedAndSettledConservatively(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	h.cfg.PollInterval = time.Millisecond
+	var fired atomic.Bool
+	h.hooks.unlink = func(path string) error {
+		if filepath.Base(path) == MarkerName(1) && fired.CompareAndSwap(false, true) {
+			panic("sweep broke")
+		}
+		return syscall.Unlink(path)
+	}
+	exited := make(chan struct{})
+	done := h.runAsync(context.Background(), exited)
+	h.request(1, "read", map[string]any{"text": "one"})
+	waitFor(t, "the sweep to fault", fired.Load)
+	h.request(2, "read", map[string]any{"text": "two"})
+	waitFor(t, "the next sweep's answer", h.answered(2))
+	close(exited)
+
+	st := <-done
+	assert.Equal(t, "one", h.mustResponse(1).Content)
+	assert.Equal(t, "two", h.mustResponse(2).Content)
+	assert.Equal(t, 2, st.Calls)
+	assert.EqualValues(t, 6, st.Bytes, "call 1's accounting is restored from its answer")
+	assert.True(t, st.AccountingLoss)
+}
+
+// A run's server subscribes to the bells after its interpreter started:
+// a request rung for in between is swept at once, not at the fallback
+// poll.
+func TestARunSweepsARequestRungBeforeItsServerStarted(t *testing.T) {
+	h := newHarness(t, echoTool("read"))
+	b := h.withBells()
+	h.cfg.PollInterval = time.Hour // only a ring can make it sweep
+	h.request(1, "read", map[string]any{"text": "early"})
+	ringHost(t, b)
+	time.Sleep(20 * time.Millisecond) // the bells' drain reads the ring, with nobody subscribed
+	exited := make(chan struct{})
+	done := h.runAsync(context.Background(), exited)
+	waitFor(t, "the answer", h.answered(1))
+	close(exited)
+	assert.Equal(t, 1, (<-done).Calls)
+	assert.Equal(t, "early", h.mustResponse(1).Content)
+}
+
+// A wake-up heard while a sweep is in flight is not acted on once the
+// script has exited, even when the loop hears the sweep's end before the
+// exit: the request it rang for belongs to nobody.
+func TestARunIgnoresAWakeUpPendingWhenItsScriptExits(t *testing.T) {
+	slow := newBlocker("read")
+	ls := echoTool("ls")
+	h := newHarness(t, slow, ls)
+	b := h.withBells()
+	h.cfg.PollInterval = time.Hour
+	exited := make(chan struct{})
+	var once sync.Once
+	// The script exits as the loop settles the sweep, before the loop
+	// could have heard of it.
+	h.hooks.onSweep = func(int) { once.Do(func() { close(exited) }) }
+	done := h.runAsync(context.Background(), exited)
+	h.request(1, "read", nil)
+	ringHost(t, b)
+	slow.waitStart(t)
+
+	probe, cancelProbe := b.Subscribe()
+	defer cancelProbe()
+	h.request(2, "ls", nil)
+	ringHost(t, b)
+	<-probe                           // the ring reached every subscriber
+	time.Sleep(20 * time.Millisecond) // and the loop has heard it mid-sweep
+	close(slow.release)
+
+	st := <-done
+	assert.Equal(t, 1, st.Calls)
+	assert.Zero(t, ls.runs.Load(), "a request rung for before the exit, swept after it, never runs")
+	assert.True(t, h.exists(h.reqName(2)), "left for teardown")
 }
