@@ -17,20 +17,21 @@ var ErrStopped = errors.New("pump server stopped")
 const abortWait = 25 * time.Millisecond
 
 // Server is the one driver of a bridge's sweeps, for a session cell
-// (StartServer, bridge.md §6) and for a per-call run (StartRun, bridge.md
-// §5.2): it sweeps the bridge directory on doorbell wake-ups and a
-// fallback timer, one sweep at a time, and keeps the claim ledger in its
-// own memory, where the script cannot reach it. A sweep that dies
-// (panics, exits, or is cancelled with claims in flight) is settled
-// conservatively: the stats from before it, the accounting-loss flag, and
-// recovery of every claim it made from its markers and the ledger.
+// (StartServer) and for a per-call run (StartRun): it sweeps the bridge
+// directory on doorbell wake-ups and a fallback timer, one sweep at a
+// time, and keeps the claim ledger in its own memory, where the script
+// cannot reach it. A sweep that dies (panics, exits, or is cancelled with
+// claims in flight) is settled conservatively: the stats from before it,
+// the accounting-loss flag, and recovery of every claim it made from its
+// markers and the ledger. A run keeps instead what a sweep its own end
+// cancelled counted (settle.go).
 //
 // One goroutine (the loop) owns the stats and the in-flight sweep; each
-// sweep runs on its own goroutine, on a copy of the stats, under a
-// context derived from the cell signal. The ledger is the only state a
-// sweep writes that the loop reads: it is appended under ledgerMu,
-// synchronously, before the spend it records, so it stays readable after
-// a sweep is abandoned.
+// sweep runs on its own goroutine, on a copy of the stats, under a context
+// derived from the cell signal. The ledger is the only state a sweep
+// writes that the loop reads: it is appended under ledgerMu,
+// synchronously, before the spend it records, so it stays readable after a
+// sweep is abandoned.
 type Server struct {
 	cfg         Config
 	bridge      bridge
@@ -121,14 +122,14 @@ func startServer(cfg Config, h hooks) (*Server, error) {
 // or Stop: a run ends with its interpreter, and Wait is its one read.
 type Run struct{ srv *Server }
 
-// StartRun starts the server of a per-call run (bridge.md §5.2) on the
-// same loop as a session cell's. Its sweeps and their dispatches run
-// under ctx, so the run's timeout or cancel ends every helper call in
-// flight; after that no sweep starts. exited closes when the run's
-// interpreter has exited: from then on no sweep starts either, since a
-// request still on disk belongs to nobody who waits. A run's config is
-// taken as it is, not validated: its zero budgets refuse every call, as
-// Config says.
+// StartRun starts the server of a per-call run on the same loop as a
+// session cell's (docs/protocol.md, "Claim markers, the ledger, and
+// recovery"). Its sweeps and their dispatches run under ctx, so the run's
+// timeout or cancel ends every helper call in flight; after that no sweep
+// starts. exited closes when the run's interpreter has exited: from then
+// on no sweep starts either, since a request still on disk belongs to
+// nobody who waits. A run's config is taken as it is, not validated: its
+// zero budgets refuse every call, as Config says.
 func StartRun(ctx context.Context, cfg Config, exited <-chan struct{}) *Run {
 	return startRun(ctx, cfg, exited, hooks{})
 }
