@@ -130,3 +130,23 @@ func BenchmarkServerRoundTrip(b *testing.B) {
 	defer srv.Stop(context.Background())
 	shimRoundTrips(b, dir, cfg.Token, bells)
 }
+
+// BenchmarkRunLifecycle is what a per-call run pays for its server
+// besides its calls: start it with bells on an empty bridge, let the
+// interpreter exit, and wait for the final drain.
+func BenchmarkRunLifecycle(b *testing.B) {
+	cfg, _ := benchConfig(b)
+	bells, err := bell.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bells.Close()
+	cfg.Bells = bells
+	ctx := context.Background()
+	for b.Loop() {
+		exited := make(chan struct{})
+		run := StartRun(ctx, cfg, exited)
+		close(exited)
+		run.Wait()
+	}
+}

@@ -276,7 +276,6 @@ func TestARunWhoseSweepIgnoresItsCancellationStillEnds(t *testing.T) {
 	h.cfg.PollInterval = time.Millisecond
 	h.hooks.killGrace = 10 * time.Millisecond
 	policy := &gatePolicy{entered: make(chan struct{}), release: make(chan struct{})}
-	defer close(policy.release) // the abandoned sweep then returns
 	h.cfg.Policy = policy
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -296,6 +295,11 @@ func TestARunWhoseSweepIgnoresItsCancellationStillEnds(t *testing.T) {
 	assert.Equal(t, 1, st.Calls, "the reservation in the ledger is charged")
 	assert.Equal(t, 1, st.Errors)
 	assert.True(t, st.AccountingLoss)
+
+	// The abandoned sweep comes back, refuses the call, and is done with
+	// the directory once the request is gone.
+	close(policy.release)
+	waitFor(t, "the abandoned sweep to finish", func() bool { return !h.exists(h.reqName(1)) })
 }
 
 func TestAPanickingSweepOfARunIsContainedAndSettledConservatively(t *testing.T) {

@@ -409,13 +409,14 @@ func (s *Server) finish() {
 }
 
 // startSweep runs the next sweep on a copy of the stats: the copy becomes
-// the stats only if the sweep completes.
+// the stats only if the sweep completes. Until it is settled the loop
+// leaves the stats alone, whose replay memory the copy reads.
 func (s *Server) startSweep(fromWake bool) {
 	s.gen++
 	ctx, cancel := context.WithCancel(s.cell)
 	s.flight = &flight{gen: s.gen, cancel: cancel, fromWake: fromWake}
 	s.tasks.add()
-	go s.sweep(ctx, s.gen, s.stats.Clone())
+	go s.sweep(ctx, s.gen, s.stats.forSweep())
 }
 
 // sweep is one sweep's goroutine. A panic or an exit of the body is

@@ -30,6 +30,7 @@ func (s *Server) settle(r sweepResult) {
 		// workspace's teardown. A session cell's stats carry the loss
 		// flag to its caller, so they are settled conservatively instead.
 		s.stats = r.stats
+		s.stats.adopt()
 		s.takeLedger()
 	case r.abandoned > 0:
 		s.settleFailed()
@@ -44,6 +45,9 @@ func (s *Server) settle(r sweepResult) {
 // settleFailed keeps the stats from before the sweep, flags the loss and
 // pays the dead sweep's debts from its markers and the ledger.
 func (s *Server) settleFailed() {
+	// An abandoned sweep may still read the replay memory it started
+	// from: later sweeps get a memory of their own to fold into.
+	s.stats = s.stats.Clone()
 	ledger := s.takeLedger()
 	s.stats.AccountingLoss = true
 	s.recoverClaims(ledger)
@@ -57,6 +61,7 @@ func (s *Server) settleFailed() {
 // the sweep made, so recovery would only list the directory again.
 func (s *Server) settleCompleted(stats Stats, leftMarkers bool) {
 	s.stats = stats
+	s.stats.adopt()
 	if ledger := s.takeLedger(); leftMarkers || s.hasUnseen(ledger) {
 		s.recoverClaims(ledger)
 	}
