@@ -264,139 +264,171 @@ func (s *Server) loop() {
 	defer close(s.done)
 	defer s.unsubscribe()
 
-	interval := s.cfg.PollInterval
-	poll := time.NewTimer(interval)
-	defer poll.Stop()
-	pause := time.NewTimer(time.Hour)
-	pause.Stop()
-	defer pause.Stop()
-	gate := wakeGate{max: interval}
-	paused := false      // wake-ups wait for the pause timer (flood backoff)
-	wakePending := false // a wake-up arrived while a sweep was in flight
-	aborted := false     // Abort, or the end of a run's context: no sweep starts
-	exited := false      // a run's interpreter has exited: no sweep starts
-	abortCh, exitedCh, endedCh := s.abortCh, s.exited, s.ended
-	var waiting []chan Stats // DrainAndStats callers waiting for a sweep
-
-	answer := func() {
-		for _, reply := range waiting {
-			s.absorbLateFeeds()
-			s.drain()
-			reply <- s.stats.Clone()
-		}
-		waiting = nil
+	l := &loopState{
+		s:       s,
+		poll:    time.NewTimer(s.cfg.PollInterval),
+		pause:   time.NewTimer(time.Hour),
+		gate:    wakeGate{max: s.cfg.PollInterval},
+		abortCh: s.abortCh, exitedCh: s.exited, endedCh: s.ended,
 	}
-	// mayStart says whether a sweep may start now. The exit wins every
-	// race: a request published as the script ended must not be swept,
-	// whichever of the exit and a wake-up the loop heard first.
-	mayStart := func() bool {
-		if !exited {
-			select {
-			case <-exitedCh:
-				exited, exitedCh = true, nil
-			default:
-			}
-		}
-		return !aborted && !exited
-	}
+	l.pause.Stop()
+	defer l.poll.Stop()
+	defer l.pause.Stop()
 
 	for {
-		if !mayStart() && exited && s.flight == nil {
+		if !l.mayStart() && l.exited && s.flight == nil {
 			// A run ends here, never with a sweep in flight: the calls it
 			// claimed before the exit are still accounted.
-			answer()
+			l.answer()
 			s.finish()
 			return
 		}
-		var wakeC <-chan struct{}
-		var pauseC, pollC <-chan time.Time
-		if !aborted && !exited {
-			wakeC = s.wake
-			if paused {
-				wakeC, pauseC = nil, pause.C
-			}
-			if s.flight == nil {
-				pollC = poll.C
-			}
-		}
+		wakeC, pauseC, pollC := l.armed()
 		select {
 		case <-s.stopCh:
 			s.cancelSweep()
-			answer()
+			l.answer()
 			s.drain()
 			s.removeProtocolFiles()
 			return
 
-		case <-abortCh:
-			abortCh, aborted = nil, true
+		case <-l.abortCh:
+			l.abortCh, l.aborted = nil, true
 			s.cancelSweep()
-			answer()
+			l.answer()
 			close(s.abortDone)
 
-		case <-exitedCh:
-			exited, exitedCh = true, nil // the loop's top finishes the run
+		case <-l.exitedCh:
+			l.exited, l.exitedCh = true, nil // the loop's top finishes the run
 
-		case <-endedCh:
+		case <-l.endedCh:
 			// The run's context ended, and with it the contexts of the
 			// sweep in flight and its dispatches.
-			endedCh, aborted = nil, true
+			l.endedCh, l.aborted = nil, true
 			s.cancelSweep()
-			answer()
+			l.answer()
 
 		case reply := <-s.drains:
-			waiting = append(waiting, reply)
+			l.waiting = append(l.waiting, reply)
 			if s.flight == nil {
-				answer()
+				l.answer()
 			}
 
 		case r := <-s.results:
-			if s.flight == nil || r.gen != s.flight.gen {
-				s.refuseStale(r)
-				continue
-			}
-			fromWake := s.flight.fromWake
-			s.settle(r)
-			answer()
-			if aborted || exited {
-				continue
-			}
-			if s.hooks.onSweep != nil {
-				s.hooks.onSweep(r.progress)
-			}
-			if r.progress > 0 {
-				pause.Stop()
-				paused = false
-			}
-			if d := gate.after(fromWake, r.progress); d > 0 {
-				pause.Reset(d)
-				paused = true
-			}
-			poll.Reset(interval)
-			if wakePending && !paused && mayStart() {
-				wakePending = false
-				s.startSweep(true)
-			}
+			l.settled(r)
 
 		case <-wakeC:
 			switch {
 			case s.flight != nil:
-				wakePending = true
-			case mayStart():
+				l.wakePending = true
+			case l.mayStart():
 				s.startSweep(true)
 			}
 
 		case <-pauseC:
-			paused = false
-			if wakePending && s.flight == nil && mayStart() {
-				wakePending = false
+			l.paused = false
+			if l.wakePending && s.flight == nil && l.mayStart() {
+				l.wakePending = false
 				s.startSweep(true)
 			}
 
 		case <-pollC:
-			if mayStart() {
+			if l.mayStart() {
 				s.startSweep(false)
 			}
 		}
+	}
+}
+
+// loopState is the loop's own bookkeeping besides the server's stats and
+// flight: its timers, the flood backoff, and what stops it sweeping.
+type loopState struct {
+	s           *Server
+	poll, pause *time.Timer
+	gate        wakeGate
+	paused      bool // wake-ups wait for the pause timer (flood backoff)
+	wakePending bool // a wake-up arrived while a sweep was in flight
+	aborted     bool // Abort, or the end of a run's context: no sweep starts
+	exited      bool // a run's interpreter has exited: no sweep starts
+	// Each is nil once heard (and always, for what a server does not
+	// watch).
+	abortCh, exitedCh, endedCh <-chan struct{}
+	waiting                    []chan Stats // DrainAndStats callers waiting for a sweep
+}
+
+// armed returns the channels the loop listens to for starting a sweep:
+// none once sweeping is over, the pause timer instead of the bell during
+// a backoff, and the fallback timer only between sweeps.
+func (l *loopState) armed() (wake <-chan struct{}, pause, poll <-chan time.Time) {
+	if l.aborted || l.exited {
+		return nil, nil, nil
+	}
+	wake = l.s.wake
+	if l.paused {
+		wake, pause = nil, l.pause.C
+	}
+	if l.s.flight == nil {
+		poll = l.poll.C
+	}
+	return wake, pause, poll
+}
+
+// mayStart says whether a sweep may start now. The exit wins every race:
+// a request published as the script ended must not be swept, whichever
+// of the exit and a wake-up the loop heard first.
+func (l *loopState) mayStart() bool {
+	if !l.exited {
+		select {
+		case <-l.exitedCh:
+			l.exited, l.exitedCh = true, nil
+		default:
+		}
+	}
+	return !l.aborted && !l.exited
+}
+
+// answer hands every waiting DrainAndStats caller the stats, with the
+// notifications present now.
+func (l *loopState) answer() {
+	for _, reply := range l.waiting {
+		l.s.absorbLateFeeds()
+		l.s.drain()
+		reply <- l.s.stats.Clone()
+	}
+	l.waiting = nil
+}
+
+// settled takes a sweep's result: it settles the current sweep (a stale
+// result is refused), answers the waiting callers, and then, while
+// sweeping goes on, adjusts the backoff and runs the wake-up that
+// arrived mid-sweep.
+func (l *loopState) settled(r sweepResult) {
+	s := l.s
+	if s.flight == nil || r.gen != s.flight.gen {
+		s.refuseStale(r)
+		return
+	}
+	fromWake := s.flight.fromWake
+	s.settle(r)
+	l.answer()
+	if l.aborted || l.exited {
+		return
+	}
+	if s.hooks.onSweep != nil {
+		s.hooks.onSweep(r.progress)
+	}
+	if r.progress > 0 {
+		l.pause.Stop()
+		l.paused = false
+	}
+	if d := l.gate.after(fromWake, r.progress); d > 0 {
+		l.pause.Reset(d)
+		l.paused = true
+	}
+	l.poll.Reset(s.cfg.PollInterval)
+	if l.wakePending && !l.paused && l.mayStart() {
+		l.wakePending = false
+		s.startSweep(true)
 	}
 }
 
