@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/pump"
@@ -132,9 +133,9 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	closeToken := sync.OnceFunc(func() { _ = ws.tokenFile.Close() })
 	defer closeToken()
 
-	var bells *pump.Bells
+	var bells *bell.Pair
 	if r.wakeups {
-		if bells, err = pump.NewBells(); err != nil {
+		if bells, err = bell.New(); err != nil {
 			return Result{}, fmt.Errorf("%w: doorbells: %w", ErrWorkspace, err)
 		}
 		defer bells.Close()
@@ -210,7 +211,7 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 		Bells:           bells,
 		Logger:          &r.log,
 	}
-	stats := pump.Serve(runCtx, pcfg, proc.Done())
+	stats := pump.StartRun(runCtx, pcfg, proc.Done()).Wait()
 	<-proc.Done()
 
 	o := runOutcome{

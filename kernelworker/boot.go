@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/privatetmp"
-	"github.com/executecode/executecode/pump"
 	"github.com/executecode/executecode/shimpy"
 )
 
@@ -30,7 +30,7 @@ const (
 type kernel struct {
 	dir    string
 	proc   *proc.Process
-	bells  *pump.Bells
+	bells  *bell.Pair
 	stdin  *requestWriter
 	frames *frameSink
 	stderr *proc.TailBuffer
@@ -89,7 +89,7 @@ func boot(opts Options) (k *kernel, err error) {
 			return k, fmt.Errorf("stage helpers: %w", err)
 		}
 	}
-	if k.bells, err = pump.NewBells(); err != nil {
+	if k.bells, err = bell.New(); err != nil {
 		return k, fmt.Errorf("doorbells: %w", err)
 	}
 	stdinR, stdinW, err := requestChannel()

@@ -15,7 +15,7 @@
 //
 // It may call the standard library, golang.org/x/sys/unix, protoactor's
 // actor package, zerolog, and of this project internal/proc (the
-// processes), privatetmp (staging and teardown), pump (only NewBells),
+// processes), privatetmp (staging and teardown), internal/bell (the doorbells),
 // shimpy (only the runner text) and telemetry. It takes spill files and workspaces through functions and
 // never touches a cell's bridge directory, the registry or any other
 // actor's state. Nothing here signals a process group whose leader it has

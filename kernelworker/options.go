@@ -9,7 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
-	"github.com/executecode/executecode/pump"
+	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/telemetry"
 )
 
@@ -96,7 +96,7 @@ type Exit struct {
 // replace, since sys.argv[0] and __file__ name it).
 type Handle struct {
 	PID       *actor.PID
-	Bells     *pump.Bells
+	Bells     *bell.Pair
 	Workspace string
 }
 

@@ -237,7 +237,7 @@ func TestApproverReceivesTheApprovalIDAllocatedAtClaimTime(t *testing.T) {
 	h.request(2, "ls", nil)
 
 	// Claim by hand, so the ids are known before any dispatch exists.
-	s := newSweeper(h.cfg, &h.stats)
+	s := newSweeper(h.cfg, h.lone(), &h.stats)
 	l, err := listDir(h.dir)
 	require.NoError(t, err)
 	sortEntries(l.requests)
@@ -318,7 +318,7 @@ func TestARunEndingWhileAPromptIsPendingCancelsItAndInstallsNothing(t *testing.T
 
 	ctx, endRun := context.WithCancel(context.Background()) // the run's deadline or cancel
 	exited := make(chan struct{})
-	done := h.serveAsync(ctx, exited)
+	done := h.runAsync(ctx, exited)
 	h.request(1, "read", sameArgs())
 	req := p.next(t)
 	endRun()
@@ -356,15 +356,15 @@ func TestDetachingTheOwnerWhileAPromptIsPendingCancelsItAndInstallsNothing(t *te
 	assert.Zero(t, read.runs.Load())
 }
 
-// approvalModes drives two identical calls through each driver: the
-// per-call loop (Serve) and a session cell's server.
+// approvalModes drives two identical calls through each kind of server:
+// a per-call run's and a session cell's.
 var approvalModes = []struct {
 	name string
 	run  func(t *testing.T, h *harness) Stats
 }{
 	{name: "per-call", run: func(t *testing.T, h *harness) Stats {
 		exited := make(chan struct{})
-		done := h.serveAsync(context.Background(), exited)
+		done := h.runAsync(context.Background(), exited)
 		for id := int64(1); id <= 2; id++ {
 			h.request(id, "read", sameArgs())
 			waitFor(t, "an answer", h.answered(id))

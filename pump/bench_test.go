@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/tools"
 )
 
@@ -64,7 +65,7 @@ func BenchmarkSweepOneRequest(b *testing.B) {
 
 // shimRoundTrips plays the shim for b.Loop: publish a request, ring, wait
 // for the ring back, read the response.
-func shimRoundTrips(b *testing.B, dir, token string, bells *Bells) {
+func shimRoundTrips(b *testing.B, dir, token string, bells *bell.Pair) {
 	ring, back := bells.ChildFiles()[0], bells.ChildFiles()[1]
 	buf := make([]byte, 64)
 	one := []byte{1}
@@ -91,12 +92,12 @@ func shimRoundTrips(b *testing.B, dir, token string, bells *Bells) {
 	}
 }
 
-// BenchmarkServeRoundTrip is a helper call's round trip through Serve and
-// the doorbells, as the shim sees it: publish, ring, wait for the ring
-// back, read the response.
-func BenchmarkServeRoundTrip(b *testing.B) {
+// BenchmarkRunRoundTrip is a helper call's round trip through a per-call
+// run's server and the doorbells, as the shim sees it: publish, ring,
+// wait for the ring back, read the response.
+func BenchmarkRunRoundTrip(b *testing.B) {
 	cfg, dir := benchConfig(b)
-	bells, err := NewBells()
+	bells, err := bell.New()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,11 +105,10 @@ func BenchmarkServeRoundTrip(b *testing.B) {
 	cfg.Bells = bells
 	cfg.PollInterval = time.Hour
 	exited := make(chan struct{})
-	done := make(chan Stats, 1)
-	go func() { done <- Serve(context.Background(), cfg, exited) }()
+	run := StartRun(context.Background(), cfg, exited)
 	shimRoundTrips(b, dir, cfg.Token, bells)
 	close(exited)
-	<-done
+	run.Wait()
 }
 
 // BenchmarkServerRoundTrip is the same round trip through a session
@@ -116,7 +116,7 @@ func BenchmarkServeRoundTrip(b *testing.B) {
 // settlement in the server's loop.
 func BenchmarkServerRoundTrip(b *testing.B) {
 	cfg, dir := benchConfig(b)
-	bells, err := NewBells()
+	bells, err := bell.New()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -129,4 +129,24 @@ func BenchmarkServerRoundTrip(b *testing.B) {
 	}
 	defer srv.Stop(context.Background())
 	shimRoundTrips(b, dir, cfg.Token, bells)
+}
+
+// BenchmarkRunLifecycle is what a per-call run pays for its server
+// besides its calls: start it with bells on an empty bridge, let the
+// interpreter exit, and wait for the final drain.
+func BenchmarkRunLifecycle(b *testing.B) {
+	cfg, _ := benchConfig(b)
+	bells, err := bell.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bells.Close()
+	cfg.Bells = bells
+	ctx := context.Background()
+	for b.Loop() {
+		exited := make(chan struct{})
+		run := StartRun(ctx, cfg, exited)
+		close(exited)
+		run.Wait()
+	}
 }

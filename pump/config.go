@@ -3,12 +3,12 @@ package pump
 import (
 	"errors"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/executecode/executecode/approval"
+	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/tools"
 )
 
@@ -87,41 +87,15 @@ type Config struct {
 	// is published. A panic in it is swallowed.
 	OnRoundTrip func(RoundTrip)
 
-	// Bells nil turns wake-ups off: Serve (and a Server) polls every
-	// PollInterval.
-	Bells *Bells
+	// Bells nil turns wake-ups off: the server polls every PollInterval.
+	Bells *bell.Pair
 	// PollInterval is the fallback poll; 0 means 100ms with bells and
 	// 25ms without. StartServer refuses a negative one.
 	PollInterval time.Duration
 	Logger       *zerolog.Logger
-
-	// unlink is the plain unlink every hygiene deletion goes through;
-	// tests replace it to make a deletion fail.
-	unlink func(path string) error
-	// onSweep, when set, is told how much work each Serve (or Server)
-	// sweep found.
-	onSweep func(work int)
-	// notified is the bridge's memory of forwarded notification numbers,
-	// shared by all its sweeps; Serve and StartServer make one.
-	notified *notifyMemory
-	// tasks, when set, counts the dispatch goroutines, so a Server's
-	// Stop can wait for the last one.
-	tasks *taskGroup
-	// killGrace bounds how long a Server waits for a cancelled sweep to
-	// return before abandoning it; 0 means defaultKillGrace.
-	killGrace time.Duration
-	// onStale, when set, is told of each abandoned sweep's late result
-	// the Server refused.
-	onStale func(gen uint64)
-	// claimed, when set, says whether this pump claimed id in a sweep
-	// whose accounting is not settled yet (a Server's live ledger), and
-	// for which tool. Without it only the stats' replay memory proves a
-	// claim.
-	claimed func(id int64) (tool string, ok bool)
 }
 
 const (
-	defaultKillGrace     = time.Second
 	defaultMaxParallel   = 4
 	defaultMaxPerSweep   = 100
 	defaultPollWithBells = 100 * time.Millisecond
@@ -145,15 +119,6 @@ func (cfg Config) settled() Config {
 	if cfg.Logger == nil {
 		nop := zerolog.Nop()
 		cfg.Logger = &nop
-	}
-	if cfg.killGrace <= 0 {
-		cfg.killGrace = defaultKillGrace
-	}
-	if cfg.unlink == nil {
-		// syscall.Unlink, not os.Remove: os.Remove falls back to rmdir,
-		// and a directory planted under a protocol name must stay for
-		// teardown.
-		cfg.unlink = syscall.Unlink
 	}
 	return cfg
 }

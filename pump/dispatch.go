@@ -39,8 +39,8 @@ func (s *sweeper) dispatch(ctx context.Context, claims []claim) error {
 			// Buffered: a call finishing after its sweep was abandoned
 			// never blocks.
 			results[i] = make(chan outcome, 1)
-			s.cfg.tasks.add()
-			go runTool(ctx, &s.cfg, c, results[i])
+			s.bridge.tasks.add()
+			go runTool(ctx, &s.cfg, s.bridge.tasks, c, results[i])
 		}
 		for i, c := range wave {
 			var o outcome
@@ -75,8 +75,8 @@ func (s *sweeper) abandon(rest []claim) {
 // tool becomes an error answer and never reaches the sweep. It only reads
 // cfg, which nothing writes after settling, so it may outlive an abandoned
 // sweep. ctx is the sweep's: it ends when the sweep does.
-func runTool(ctx context.Context, cfg *Config, c claim, out chan<- outcome) {
-	defer cfg.tasks.done()
+func runTool(ctx context.Context, cfg *Config, tasks *taskGroup, c claim, out chan<- outcome) {
+	defer tasks.done()
 	var o outcome
 	finished := false
 	defer func() {

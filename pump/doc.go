@@ -14,22 +14,25 @@
 // is shared by every session of the user, so nothing in the directory is
 // believed without its MAC.
 //
-// Two drivers run sweeps. Serve is the per-call loop: one run, one
-// goroutine, stats in its own hands. Server is the session-mode RPC server
-// (bridge.md §6), one per session cell: a loop goroutine owns the cell's
-// stats and its in-flight sweep, each sweep runs on its own goroutine
-// under a context derived from the cell signal, and the claim ledger is
-// fed synchronously, before every spend, into the server's memory. A
-// sweep that panics, exits, or is cancelled with claims in flight is
-// settled conservatively (the stats from before it, the accounting-loss
-// flag, recovery from markers and ledger); a sweep that ignores its
-// cancellation is abandoned and its late result refused by generation.
-// The server's callbacks (OnNotify, OnClaim, OnAuthFailure, OnRoundTrip,
-// tools, policy) must not call back into the same server. The two
-// observers feed telemetry and metrics: a failed authentication, and a
-// helper call's tool, duration and outcome, never its arguments or content.
+// One driver runs sweeps: the Server, one per session cell
+// (StartServer) and one per per-call run (StartRun). Its loop goroutine
+// owns the bridge's stats and its in-flight sweep, each sweep runs on its
+// own goroutine under a context derived from the cell signal (a run's is
+// the run's context), and the claim ledger is fed synchronously, before
+// every spend, into the server's memory. A sweep that panics, exits, or
+// is cancelled with claims in flight is settled conservatively (the stats
+// from before it, the accounting-loss flag, recovery from markers and
+// ledger); a sweep that ignores its cancellation is abandoned and its late
+// result refused by generation. A run differs only at its ends: no sweep
+// starts once its interpreter has exited, the sweep in flight then is
+// settled and the notifications present are drained once, and a sweep
+// the run's own end cancelled keeps the figures it counted. The server's
+// callbacks (OnNotify, OnClaim, OnAuthFailure, OnRoundTrip, tools,
+// policy) must not call back into the same server. The two observers feed
+// telemetry and metrics: a failed authentication, and a helper call's
+// tool, duration and outcome, never its arguments or content.
 //
-// Wake-ups (design.md departure 1): the shim rings a doorbell pipe after
+// Wake-ups: the shim rings a doorbell pipe (internal/bell) after
 // publishing a frame and the pump rings back after each response, so a
 // call is swept at once; polling is only a slow fallback. A ring carries
 // no authority, only "look at the directory now", and a flood of rings is
@@ -49,7 +52,7 @@
 //
 // The pump may call tools (through the tools.Tool interface, with a context
 // derived from the run's), the approval broker, privatetmp (to publish
-// responses) and zerolog.
+// responses), internal/bell and zerolog.
 // It must never recurse into or delete a directory in the rpc directory
 // (hygiene is a plain unlink of files and links), never follow a link when
 // writing, never log or echo the token, and never dispatch a request after

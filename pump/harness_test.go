@@ -123,6 +123,10 @@ type harness struct {
 	token string
 	cfg   Config
 	stats Stats
+	// hooks reach the servers the harness starts, and (unlink) its lone
+	// sweeps; bridge is what its lone sweeps share.
+	hooks  hooks
+	bridge bridge
 	// reqNames are the names requests were last published under, by id.
 	reqNames map[int64]string
 }
@@ -152,7 +156,7 @@ func (h *harness) keepLedger() {
 		defer mu.Unlock()
 		ledger.Record(id, kind, tool)
 	}
-	h.cfg.claimed = func(id int64) (string, bool) {
+	h.bridge.claimed = func(id int64) (string, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		e, ok := ledger[id]
@@ -254,9 +258,29 @@ func (h *harness) hostResponse(id int64, ok bool, text string) {
 	h.publish(ResponseName(id), encodeResponse(h.cfg.Token, id, ok, text))
 }
 
+// lone is the bridge of the harness's lone passes, with its unlink hook.
+func (h *harness) lone() bridge {
+	b := h.bridge
+	if b.unlink == nil {
+		b.unlink = h.hooks.unlink
+	}
+	return b
+}
+
 func (h *harness) sweep() {
 	h.t.Helper()
-	require.NoError(h.t, Sweep(context.Background(), h.cfg, &h.stats))
+	require.NoError(h.t, newSweeper(h.cfg, h.lone(), &h.stats).run(context.Background()))
+}
+
+// recoverDebts is Recover with the harness's bridge and hooks.
+func (h *harness) recoverDebts(ledger Ledger) {
+	h.t.Helper()
+	require.NoError(h.t, newSweeper(h.cfg, h.lone(), &h.stats).recoverDebts(ledger))
+}
+
+// drainNotifications is DrainNotifications with the harness's bridge.
+func (h *harness) drainNotifications() {
+	newSweeper(h.cfg, h.lone(), &h.stats).drainNotifications()
 }
 
 func (h *harness) path(name string) string { return filepath.Join(h.dir, name) }

@@ -258,6 +258,7 @@ func isRegular(path string) bool {
 // rpc dir cannot make every ring look productive.
 type sweeper struct {
 	cfg      Config
+	bridge   bridge
 	stats    *Stats
 	progress int
 	// abandoned counts the claims a cancelled sweep left unanswered: a
@@ -268,12 +269,12 @@ type sweeper struct {
 	unanswered int
 }
 
-func newSweeper(cfg Config, stats *Stats) *sweeper {
+func newSweeper(cfg Config, b bridge, stats *Stats) *sweeper {
 	if stats == nil {
 		stats = &Stats{} // nobody reads it, but the protocol still runs
 	}
 	stats.ensureMaps()
-	return &sweeper{cfg: cfg.settled(), stats: stats}
+	return &sweeper{cfg: cfg.settled(), bridge: b.settled(), stats: stats}
 }
 
 func (s *sweeper) path(name string) string { return filepath.Join(s.cfg.Dir, name) }
@@ -281,7 +282,7 @@ func (s *sweeper) path(name string) string { return filepath.Join(s.cfg.Dir, nam
 // remove is the pump's only deletion: a plain unlink, best effort. A name
 // already gone is not an error.
 func (s *sweeper) remove(name string) error {
-	err := s.cfg.unlink(s.path(name))
+	err := s.bridge.unlink(s.path(name))
 	switch {
 	case err == nil:
 		s.progress++

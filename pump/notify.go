@@ -21,7 +21,10 @@ const (
 // authenticated ones within the run's 64-message cap. It never touches a
 // request.
 func DrainNotifications(cfg Config, stats *Stats) {
-	s := newSweeper(cfg, stats)
+	newSweeper(cfg, bridge{}, stats).drainNotifications()
+}
+
+func (s *sweeper) drainNotifications() {
 	l, err := listDir(s.cfg.Dir)
 	if err != nil {
 		s.cfg.Logger.Warn().Err(err).Msg("execute_code rpc notification drain failed")
@@ -46,7 +49,7 @@ func (s *sweeper) forwardNotifications(frames []entry) {
 			continue
 		case status == frameMalformed || s.stats.NotifyForwarded >= MaxNotifyForwarded:
 			continue
-		case !s.cfg.notified.first(e.n):
+		case !s.bridge.notified.first(e.n):
 			s.refuseFrame()
 			continue
 		}

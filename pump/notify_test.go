@@ -184,20 +184,20 @@ func TestACopiedBackNotificationIsRefusedAndCounted(t *testing.T) {
 	got := h.collect()
 	refused := 0
 	h.cfg.OnFrameRefused = func() { refused++ }
-	h.cfg.notified = &notifyMemory{}
+	h.bridge.notified = &notifyMemory{}
 	body := notifyFrame(t, 1, "once")
 	h.frame(KindNotify, 1, body)
 	h.sweep()
 	h.frame(KindNotify, 1, body)
 	h.sweep()
 	h.frame(KindNotify, 1, body)
-	DrainNotifications(h.cfg, &h.stats)
+	h.drainNotifications()
 	assert.Equal(t, []string{"once"}, *got)
 	assert.Equal(t, 2, refused)
 	assert.Equal(t, 1, h.stats.NotifyForwarded)
 }
 
-func TestServeRefusesACopiedBackNotification(t *testing.T) {
+func TestARunRefusesACopiedBackNotification(t *testing.T) {
 	h := newHarness(t)
 	got := h.collect()
 	refused := 0
@@ -206,8 +206,7 @@ func TestServeRefusesACopiedBackNotification(t *testing.T) {
 	body := notifyFrame(t, 1, "once")
 	name := h.frame(KindNotify, 1, body)
 	exited := make(chan struct{})
-	done := make(chan Stats, 1)
-	go func() { done <- Serve(context.Background(), h.cfg, exited) }()
+	done := h.runAsync(context.Background(), exited)
 	waitFor(t, "the frame to be consumed", func() bool { return !h.exists(name) })
 	h.frame(KindNotify, 1, body)
 	close(exited)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/internal/bell"
 )
 
 // findPython returns the first python3 on PATH that is a real executable,
@@ -99,7 +101,7 @@ print(json.dumps(out))
 
 // startShimLike starts python on shimLike over h's directory with b's
 // child ends, which it then closes on the host's side.
-func startShimLike(ctx context.Context, t *testing.T, python string, h *harness, b *Bells) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+func startShimLike(ctx context.Context, t *testing.T, python string, h *harness, b *bell.Pair) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, python, "-c", shimLike, h.dir, h.token)
@@ -111,7 +113,7 @@ func startShimLike(ctx context.Context, t *testing.T, python string, h *harness,
 	return cmd, &stdout, &stderr
 }
 
-func TestServeSpeaksTheBridgeWithARealPython(t *testing.T) {
+func TestRunSpeaksTheBridgeWithARealPython(t *testing.T) {
 	python := findPython(t)
 	h := newHarness(t, echoTool("read"))
 	b := h.withBells()
@@ -128,7 +130,7 @@ func TestServeSpeaksTheBridgeWithARealPython(t *testing.T) {
 		close(exited)
 	}()
 
-	stats := Serve(ctx, h.cfg, exited)
+	stats := h.runToEnd(ctx, exited)
 	require.NoError(t, <-waited, "python stderr: %s", stderr.String())
 
 	var out []string

@@ -18,7 +18,10 @@ const markerDeleteAttempts = 3
 // is what a session owner runs after a sweep it abandoned; Sweep runs the
 // marker half itself with an empty ledger.
 func Recover(cfg Config, stats *Stats, ledger Ledger) error {
-	s := newSweeper(cfg, stats)
+	return newSweeper(cfg, bridge{}, stats).recoverDebts(ledger)
+}
+
+func (s *sweeper) recoverDebts(ledger Ledger) error {
 	l, err := listDir(s.cfg.Dir)
 	if err != nil {
 		return err
@@ -80,8 +83,8 @@ func (s *sweeper) claimedTool(ledger Ledger, id int64) (string, bool) {
 	if e, ok := ledger[id]; ok && e.Kind == ClaimClaimed {
 		return e.Tool, true
 	}
-	if s.cfg.claimed != nil {
-		return s.cfg.claimed(id)
+	if s.bridge.claimed != nil {
+		return s.bridge.claimed(id)
 	}
 	return "", false
 }

@@ -184,7 +184,7 @@ func TestRecoverDeletesRegularMarkersWithNonIntegerNames(t *testing.T) {
 func TestUndeletableMarkerIsChargedOnce(t *testing.T) {
 	h := newHarness(t)
 	attempts := 0
-	h.cfg.unlink = func(path string) error {
+	h.hooks.unlink = func(path string) error {
 		if filepath.Base(path) == MarkerName(1) {
 			attempts++
 			return syscall.EPERM
@@ -192,14 +192,14 @@ func TestUndeletableMarkerIsChargedOnce(t *testing.T) {
 		return syscall.Unlink(path)
 	}
 	h.publish(MarkerName(1), []byte(`{"tool":"read"}`))
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "read"}}))
+	h.recoverDebts(Ledger{1: {Kind: ClaimClaimed, Tool: "read"}})
 	assert.Equal(t, 3, attempts, "one attempt and two retries")
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)
 	assert.Equal(t, MsgInterrupted, h.mustResponse(1).Error)
 
 	before := h.stats.Clone()
-	require.NoError(t, Recover(h.cfg, &h.stats, nil))
+	h.recoverDebts(nil)
 	h.sweep()
 	assert.Equal(t, before, h.stats, "a second recovery is cleanup only")
 	assert.True(t, h.exists(MarkerName(1)))

@@ -16,27 +16,39 @@ var ErrStopped = errors.New("pump server stopped")
 // before cancelling it (bridge.md §6.5).
 const abortWait = 25 * time.Millisecond
 
-// Server is a session cell's RPC server (bridge.md §6): it sweeps the
-// cell's bridge directory on doorbell wake-ups and a fallback timer, one
-// sweep at a time, and keeps the claim ledger in its own memory, where
-// the script cannot reach it. A sweep that dies (panics, exits, or is
-// cancelled with claims in flight) is settled conservatively: the stats
-// from before it, the accounting-loss flag, and recovery of every claim
-// it made from its markers and the ledger.
+// Server is the one driver of a bridge's sweeps, for a session cell
+// (StartServer) and for a per-call run (StartRun): it sweeps the bridge
+// directory on doorbell wake-ups and a fallback timer, one sweep at a
+// time, and keeps the claim ledger in its own memory, where the script
+// cannot reach it. A sweep that dies (panics, exits, or is cancelled with
+// claims in flight) is settled conservatively: the stats from before it,
+// the accounting-loss flag, and recovery of every claim it made from its
+// markers and the ledger. A run keeps instead what a sweep its own end
+// cancelled counted (settle.go).
 //
 // One goroutine (the loop) owns the stats and the in-flight sweep; each
-// sweep runs on its own goroutine, on a copy of the stats, under a
-// context derived from the cell signal. The ledger is the only state a
-// sweep writes that the loop reads: it is appended under ledgerMu,
-// synchronously, before the spend it records, so it stays readable after
-// a sweep is abandoned.
+// sweep runs on its own goroutine, on a copy of the stats, under a context
+// derived from the cell signal. The ledger is the only state a sweep
+// writes that the loop reads: it is appended under ledgerMu,
+// synchronously, before the spend it records, so it stays readable after a
+// sweep is abandoned.
 type Server struct {
 	cfg         Config
+	bridge      bridge
+	hooks       hooks
 	cell        context.Context
 	abortCell   context.CancelFunc
 	wake        <-chan struct{}
 	unsubscribe func()
 	tasks       *taskGroup
+
+	// A run's server (StartRun) also watches its interpreter's exit and
+	// its context's end; a session cell's has neither.
+	run    bool
+	exited <-chan struct{}
+	ended  <-chan struct{}
+	// final is the run's stats, written by the loop before done closes.
+	final Stats
 
 	abortCh   chan struct{} // closed by Abort
 	abortOnce sync.Once
@@ -88,15 +100,60 @@ type sweepResult struct {
 }
 
 // StartServer validates cfg (bridge.md §6.1; a refusal wraps
-// ErrInvalidConfig in a *ConfigError naming the key) and starts the
-// server. It subscribes to cfg.Bells, so every request-bell ring sweeps,
-// and sweeps on the fallback timer otherwise. cfg.OnClaim, if set, only
-// observes: the ledger is always the server's own, recorded before the
-// observer is called.
+// ErrInvalidConfig in a *ConfigError naming the key) and starts a session
+// cell's server. It subscribes to cfg.Bells, so every request-bell ring
+// sweeps, and sweeps on the fallback timer otherwise. cfg.OnClaim, if
+// set, only observes: the ledger is always the server's own, recorded
+// before the observer is called.
 func StartServer(cfg Config) (*Server, error) {
+	return startServer(cfg, hooks{})
+}
+
+func startServer(cfg Config, h hooks) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	s := newServer(context.Background(), cfg, h)
+	s.start()
+	return s, nil
+}
+
+// Run is the server of one per-call run. It has no Abort, DrainAndStats
+// or Stop: a run ends with its interpreter, and Wait is its one read.
+type Run struct{ srv *Server }
+
+// StartRun starts the server of a per-call run on the same loop as a
+// session cell's (docs/protocol.md, "Claim markers, the ledger, and
+// recovery"). Its sweeps and their dispatches run under ctx, so the run's
+// timeout or cancel ends every helper call in flight; after that no sweep
+// starts. exited closes when the run's interpreter has exited: from then
+// on no sweep starts either, since a request still on disk belongs to
+// nobody who waits. A run's config is taken as it is, not validated: its
+// zero budgets refuse every call, as Config says.
+func StartRun(ctx context.Context, cfg Config, exited <-chan struct{}) *Run {
+	return startRun(ctx, cfg, exited, hooks{})
+}
+
+func startRun(ctx context.Context, cfg Config, exited <-chan struct{}, h hooks) *Run {
+	s := newServer(ctx, cfg, h)
+	s.run, s.exited, s.ended = true, exited, ctx.Done()
+	s.start()
+	return &Run{srv: s}
+}
+
+// Wait returns the run's stats once its interpreter has exited and the
+// server has settled the sweep that was in flight then (its helper calls
+// run to their end, or to the end of the run's context) and drained,
+// once, the notifications present. A sweep that ignores the end of the
+// run's context is abandoned after a grace, so Wait returns at the latest
+// shortly after both the exit and the end of that context.
+func (r *Run) Wait() Stats {
+	<-r.srv.done
+	return r.srv.final
+}
+
+// newServer makes a server whose cell signal is derived from parent.
+func newServer(parent context.Context, cfg Config, h hooks) *Server {
 	s := &Server{
 		tasks:     newTaskGroup(),
 		abortCh:   make(chan struct{}),
@@ -107,6 +164,7 @@ func StartServer(cfg Config) (*Server, error) {
 		done:      make(chan struct{}),
 		ledger:    Ledger{},
 		stats:     NewStats(),
+		hooks:     h.settled(),
 	}
 	observer := cfg.OnClaim
 	cfg.OnClaim = func(id int64, kind ClaimKind, tool string) {
@@ -117,15 +175,27 @@ func StartServer(cfg Config) (*Server, error) {
 			observer(id, kind, tool)
 		}
 	}
-	cfg.tasks = s.tasks
-	cfg.claimed = s.claimedLive
-	cfg.notified = &notifyMemory{}
+	s.bridge = bridge{
+		notified: &notifyMemory{},
+		tasks:    s.tasks,
+		claimed:  s.claimedLive,
+		unlink:   h.unlink,
+	}.settled()
 	s.cfg = cfg.settled()
-	s.cell, s.abortCell = context.WithCancel(context.Background())
-	s.wake, s.unsubscribe = cfg.Bells.Subscribe()
+	s.cell, s.abortCell = context.WithCancel(parent)
+	return s
+}
+
+// start subscribes to the bells and starts the loop.
+func (s *Server) start() {
+	s.wake, s.unsubscribe = s.cfg.Bells.Subscribe()
 	s.tasks.add()
 	go s.loop()
-	return s, nil
+}
+
+// sweeper is a pass of this server's bridge over stats.
+func (s *Server) sweeper(stats *Stats) *sweeper {
+	return newSweeper(s.cfg, s.bridge, stats)
 }
 
 // Abort is bridge.md §6.5: it cancels the cell signal (every dispatch
@@ -194,116 +264,191 @@ func (s *Server) loop() {
 	defer close(s.done)
 	defer s.unsubscribe()
 
-	interval := s.cfg.PollInterval
-	poll := time.NewTimer(interval)
-	defer poll.Stop()
-	pause := time.NewTimer(time.Hour)
-	pause.Stop()
-	defer pause.Stop()
-	gate := wakeGate{max: interval}
-	paused := false      // wake-ups wait for the pause timer (flood backoff)
-	wakePending := false // a wake-up arrived while a sweep was in flight
-	aborted := false
-	abortCh := s.abortCh
-	var waiting []chan Stats // DrainAndStats callers waiting for a sweep
-
-	answer := func() {
-		for _, reply := range waiting {
-			s.absorbLateFeeds()
-			s.drain()
-			reply <- s.stats.Clone()
-		}
-		waiting = nil
+	l := &loopState{
+		s:       s,
+		poll:    time.NewTimer(s.cfg.PollInterval),
+		pause:   time.NewTimer(time.Hour),
+		gate:    wakeGate{max: s.cfg.PollInterval},
+		abortCh: s.abortCh, exitedCh: s.exited, endedCh: s.ended,
 	}
+	l.pause.Stop()
+	defer l.poll.Stop()
+	defer l.pause.Stop()
 
 	for {
-		var wakeC <-chan struct{}
-		var pauseC, pollC <-chan time.Time
-		if !aborted {
-			wakeC = s.wake
-			if paused {
-				wakeC, pauseC = nil, pause.C
-			}
-			if s.flight == nil {
-				pollC = poll.C
-			}
+		if !l.mayStart() && l.exited && s.flight == nil {
+			// A run ends here, never with a sweep in flight: the calls it
+			// claimed before the exit are still accounted.
+			l.answer()
+			s.finish()
+			return
 		}
+		wakeC, pauseC, pollC := l.armed()
 		select {
 		case <-s.stopCh:
 			s.cancelSweep()
-			answer()
+			l.answer()
 			s.drain()
 			s.removeProtocolFiles()
 			return
 
-		case <-abortCh:
-			abortCh, aborted = nil, true
+		case <-l.abortCh:
+			l.abortCh, l.aborted = nil, true
 			s.cancelSweep()
-			answer()
+			l.answer()
 			close(s.abortDone)
 
+		case <-l.exitedCh:
+			l.exited, l.exitedCh = true, nil // the loop's top finishes the run
+
+		case <-l.endedCh:
+			// The run's context ended, and with it the contexts of the
+			// sweep in flight and its dispatches.
+			l.endedCh, l.aborted = nil, true
+			s.cancelSweep()
+			l.answer()
+
 		case reply := <-s.drains:
-			waiting = append(waiting, reply)
+			l.waiting = append(l.waiting, reply)
 			if s.flight == nil {
-				answer()
+				l.answer()
 			}
 
 		case r := <-s.results:
-			if s.flight == nil || r.gen != s.flight.gen {
-				s.refuseStale(r)
-				continue
-			}
-			fromWake := s.flight.fromWake
-			s.settle(r)
-			answer()
-			if aborted {
-				continue
-			}
-			if s.cfg.onSweep != nil {
-				s.cfg.onSweep(r.progress)
-			}
-			if r.progress > 0 {
-				pause.Stop()
-				paused = false
-			}
-			if d := gate.after(fromWake, r.progress); d > 0 {
-				pause.Reset(d)
-				paused = true
-			}
-			poll.Reset(interval)
-			if wakePending && !paused {
-				wakePending = false
-				s.startSweep(true)
-			}
+			l.settled(r)
 
 		case <-wakeC:
-			if s.flight != nil {
-				wakePending = true
-			} else {
+			switch {
+			case s.flight != nil:
+				l.wakePending = true
+			case l.mayStart():
 				s.startSweep(true)
 			}
 
 		case <-pauseC:
-			paused = false
-			if wakePending && s.flight == nil {
-				wakePending = false
+			l.paused = false
+			if l.wakePending && s.flight == nil && l.mayStart() {
+				l.wakePending = false
 				s.startSweep(true)
 			}
 
 		case <-pollC:
-			s.startSweep(false)
+			if l.mayStart() {
+				s.startSweep(false)
+			}
 		}
 	}
 }
 
+// loopState is the loop's own bookkeeping besides the server's stats and
+// flight: its timers, the flood backoff, and what stops it sweeping.
+type loopState struct {
+	s           *Server
+	poll, pause *time.Timer
+	gate        wakeGate
+	paused      bool // wake-ups wait for the pause timer (flood backoff)
+	wakePending bool // a wake-up arrived while a sweep was in flight
+	aborted     bool // Abort, or the end of a run's context: no sweep starts
+	exited      bool // a run's interpreter has exited: no sweep starts
+	// Each is nil once heard (and always, for what a server does not
+	// watch).
+	abortCh, exitedCh, endedCh <-chan struct{}
+	waiting                    []chan Stats // DrainAndStats callers waiting for a sweep
+}
+
+// armed returns the channels the loop listens to for starting a sweep:
+// none once sweeping is over, the pause timer instead of the bell during
+// a backoff, and the fallback timer only between sweeps.
+func (l *loopState) armed() (wake <-chan struct{}, pause, poll <-chan time.Time) {
+	if l.aborted || l.exited {
+		return nil, nil, nil
+	}
+	wake = l.s.wake
+	if l.paused {
+		wake, pause = nil, l.pause.C
+	}
+	if l.s.flight == nil {
+		poll = l.poll.C
+	}
+	return wake, pause, poll
+}
+
+// mayStart says whether a sweep may start now. The exit wins every race:
+// a request published as the script ended must not be swept, whichever
+// of the exit and a wake-up the loop heard first.
+func (l *loopState) mayStart() bool {
+	if !l.exited {
+		select {
+		case <-l.exitedCh:
+			l.exited, l.exitedCh = true, nil
+		default:
+		}
+	}
+	return !l.aborted && !l.exited
+}
+
+// answer hands every waiting DrainAndStats caller the stats, with the
+// notifications present now.
+func (l *loopState) answer() {
+	for _, reply := range l.waiting {
+		l.s.absorbLateFeeds()
+		l.s.drain()
+		reply <- l.s.stats.Clone()
+	}
+	l.waiting = nil
+}
+
+// settled takes a sweep's result: it settles the current sweep (a stale
+// result is refused), answers the waiting callers, and then, while
+// sweeping goes on, adjusts the backoff and runs the wake-up that
+// arrived mid-sweep.
+func (l *loopState) settled(r sweepResult) {
+	s := l.s
+	if s.flight == nil || r.gen != s.flight.gen {
+		s.refuseStale(r)
+		return
+	}
+	fromWake := s.flight.fromWake
+	s.settle(r)
+	l.answer()
+	if l.aborted || l.exited {
+		return
+	}
+	if s.hooks.onSweep != nil {
+		s.hooks.onSweep(r.progress)
+	}
+	if r.progress > 0 {
+		l.pause.Stop()
+		l.paused = false
+	}
+	if d := l.gate.after(fromWake, r.progress); d > 0 {
+		l.pause.Reset(d)
+		l.paused = true
+	}
+	l.poll.Reset(s.cfg.PollInterval)
+	if l.wakePending && !l.paused && l.mayStart() {
+		l.wakePending = false
+		s.startSweep(true)
+	}
+}
+
+// finish is a run's last act: the notifications present now are drained,
+// once, and the stats become the run's.
+func (s *Server) finish() {
+	s.absorbLateFeeds()
+	s.drain()
+	s.final = s.stats.Clone()
+}
+
 // startSweep runs the next sweep on a copy of the stats: the copy becomes
-// the stats only if the sweep completes.
+// the stats only if the sweep completes. Until it is settled the loop
+// leaves the stats alone, whose replay memory the copy reads.
 func (s *Server) startSweep(fromWake bool) {
 	s.gen++
 	ctx, cancel := context.WithCancel(s.cell)
 	s.flight = &flight{gen: s.gen, cancel: cancel, fromWake: fromWake}
 	s.tasks.add()
-	go s.sweep(ctx, s.gen, s.stats.Clone())
+	go s.sweep(ctx, s.gen, s.stats.forSweep())
 }
 
 // sweep is one sweep's goroutine. A panic or an exit of the body is
@@ -325,7 +470,7 @@ func (s *Server) sweep(ctx context.Context, gen uint64, stats Stats) {
 		case <-s.done:
 		}
 	}()
-	sw := newSweeper(s.cfg, &stats)
+	sw := s.sweeper(&stats)
 	r.err = sw.run(ctx)
 	r.stats, r.progress, r.abandoned, r.unanswered = stats, sw.progress, sw.abandoned, sw.unanswered
 	finished = true
@@ -346,7 +491,7 @@ func (s *Server) cancelSweep() {
 		return
 	}
 	f.cancel()
-	if r, ok := s.await(f, s.cfg.killGrace); ok {
+	if r, ok := s.await(f, s.hooks.killGrace); ok {
 		s.settle(r)
 		return
 	}
@@ -376,7 +521,7 @@ func (s *Server) await(f *flight, d time.Duration) (sweepResult, bool) {
 // failed: its stats must never overwrite the settled ones.
 func (s *Server) refuseStale(r sweepResult) {
 	s.cfg.Logger.Debug().Uint64("generation", r.gen).Msg("execute_code rpc abandoned sweep returned late; result ignored")
-	if s.cfg.onStale != nil {
-		s.cfg.onStale(r.gen)
+	if s.hooks.onStale != nil {
+		s.hooks.onStale(r.gen)
 	}
 }

@@ -27,7 +27,7 @@ import (
 // cleanup stops it.
 func (h *harness) start() *Server {
 	h.t.Helper()
-	srv, err := StartServer(h.cfg)
+	srv, err := startServer(h.cfg, h.hooks)
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { srv.Stop(context.Background()) })
 	return srv
@@ -293,7 +293,7 @@ func TestAbortRightAfterAPublishedAnswerKeepsTheRealAccounting(t *testing.T) {
 	published := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	h.cfg.unlink = func(path string) error {
+	h.hooks.unlink = func(path string) error {
 		if filepath.Base(path) == MarkerName(1) {
 			// The answer is on disk; the sweep has not returned yet.
 			once.Do(func() {
@@ -373,7 +373,7 @@ func TestAPanickingSweepIsSettledConservativelyAndTheServerKeepsServing(t *testi
 	logs := h.captureLog()
 	var fired atomic.Bool
 	secret := h.token
-	h.cfg.unlink = func(path string) error {
+	h.hooks.unlink = func(path string) error {
 		// A fault in the sweep body after answer 1 was published, with a
 		// payload that must never be logged.
 		if filepath.Base(path) == MarkerName(1) && fired.CompareAndSwap(false, true) {
@@ -458,11 +458,11 @@ func (*gatePolicy) RequiresApproval(string) bool { return false }
 func TestALateResultOfAnAbandonedSweepCannotOverwriteSettledStats(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	h.cfg.PollInterval = time.Millisecond
-	h.cfg.killGrace = 10 * time.Millisecond
+	h.hooks.killGrace = 10 * time.Millisecond
 	policy := &gatePolicy{entered: make(chan struct{}), release: make(chan struct{})}
 	h.cfg.Policy = policy
 	stale := make(chan uint64, 1)
-	h.cfg.onStale = func(gen uint64) { stale <- gen }
+	h.hooks.onStale = func(gen uint64) { stale <- gen }
 	srv := h.start()
 	h.request(1, "read", nil)
 	<-policy.entered
@@ -599,7 +599,7 @@ func TestServerSurvivesABellFloodAndStillAnswers(t *testing.T) {
 	b := h.withBells()
 	h.cfg.PollInterval = 100 * time.Millisecond
 	var sweeps atomic.Int64
-	h.cfg.onSweep = func(int) { sweeps.Add(1) }
+	h.hooks.onSweep = func(int) { sweeps.Add(1) }
 	srv := h.start()
 
 	rings := floodWithRequest(t, h, b)
@@ -637,7 +637,7 @@ func TestAResultFromAnOlderGenerationNeverSettlesTheCurrentSweep(t *testing.T) {
 	h := newHarness(t, slow)
 	h.cfg.PollInterval = time.Millisecond
 	stale := make(chan uint64, 1)
-	h.cfg.onStale = func(gen uint64) { stale <- gen }
+	h.hooks.onStale = func(gen uint64) { stale <- gen }
 	srv := h.start()
 	h.request(1, "read", nil)
 	slow.waitStart(t)

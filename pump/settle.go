@@ -23,10 +23,19 @@ func (s *Server) settle(r sweepResult) {
 	case r.fault != "":
 		s.cfg.Logger.Error().Msgf("execute_code rpc sweep failed (%s); settling conservatively", r.fault)
 		s.settleFailed()
+	case r.abandoned > 0 && s.run:
+		// A per-call run keeps what its cancelled sweep counted, as a
+		// killed sweep counts it (dispatch.go, abandon): each abandoned
+		// claim one call and one error, its marker left for the
+		// workspace's teardown. A session cell's stats carry the loss
+		// flag to its caller, so they are settled conservatively instead.
+		s.stats = r.stats
+		s.stats.adopt()
+		s.takeLedger()
 	case r.abandoned > 0:
 		s.settleFailed()
 	default:
-		if r.err != nil && !errors.Is(r.err, context.Canceled) {
+		if r.err != nil && !errors.Is(r.err, context.Canceled) && !errors.Is(r.err, context.DeadlineExceeded) {
 			s.cfg.Logger.Warn().Err(r.err).Msg("execute_code rpc sweep failed")
 		}
 		s.settleCompleted(r.stats, r.unanswered > 0)
@@ -36,6 +45,9 @@ func (s *Server) settle(r sweepResult) {
 // settleFailed keeps the stats from before the sweep, flags the loss and
 // pays the dead sweep's debts from its markers and the ledger.
 func (s *Server) settleFailed() {
+	// An abandoned sweep may still read the replay memory it started
+	// from: later sweeps get a memory of their own to fold into.
+	s.stats = s.stats.Clone()
 	ledger := s.takeLedger()
 	s.stats.AccountingLoss = true
 	s.recoverClaims(ledger)
@@ -49,6 +61,7 @@ func (s *Server) settleFailed() {
 // the sweep made, so recovery would only list the directory again.
 func (s *Server) settleCompleted(stats Stats, leftMarkers bool) {
 	s.stats = stats
+	s.stats.adopt()
 	if ledger := s.takeLedger(); leftMarkers || s.hasUnseen(ledger) {
 		s.recoverClaims(ledger)
 	}
@@ -86,7 +99,7 @@ func (s *Server) takeLedger() Ledger {
 // if it succeeds: a failing recovery keeps the previous stats.
 func (s *Server) recoverClaims(ledger Ledger) {
 	stats := s.stats.Clone()
-	err := s.contain(func() error { return Recover(s.cfg, &stats, ledger) })
+	err := s.contain(func() error { return s.sweeper(&stats).recoverDebts(ledger) })
 	if err != nil {
 		s.cfg.Logger.Error().Msgf("execute_code rpc claim recovery failed (%s); keeping previous stats", faultClass(err))
 		return
@@ -94,12 +107,13 @@ func (s *Server) recoverClaims(ledger Ledger) {
 	s.stats = stats
 }
 
-// drain is the notification-only pass of DrainAndStats and Stop, on the
+// drain is the notification-only pass of DrainAndStats, Stop and a run's
+// end, on the
 // server's stats. A failure is logged and ignored.
 func (s *Server) drain() {
 	stats := s.stats.Clone()
 	err := s.contain(func() error {
-		DrainNotifications(s.cfg, &stats)
+		s.sweeper(&stats).drainNotifications()
 		return nil
 	})
 	if err != nil {
@@ -149,6 +163,6 @@ func (s *Server) removeProtocolFiles() {
 		if de.IsDir() {
 			continue
 		}
-		_ = s.cfg.unlink(filepath.Join(s.cfg.Dir, de.Name()))
+		_ = s.bridge.unlink(filepath.Join(s.cfg.Dir, de.Name()))
 	}
 }

@@ -21,6 +21,13 @@ type Stats struct {
 	// tools.Result.Untrusted. A run's trust is untrusted when this is
 	// set or "webfetch" is in ToolsUsed.
 	Untrusted bool
+
+	// prior is set only on a sweep's copy (forSweep): the replay memory
+	// the sweep started from, which it reads and never writes, while Seen
+	// holds what it remembered since. A script that floods requests past
+	// its budget makes the replay memory large, and copying it for every
+	// sweep would make each sweep cost as much as the whole run so far.
+	prior map[int64]struct{}
 }
 
 // NewStats returns empty accounting.
@@ -33,14 +40,46 @@ func (s Stats) SortedTools() []string {
 	return slices.Sorted(maps.Keys(s.ToolsUsed))
 }
 
-// Clone returns a deep copy, so a sweep can work on a copy its owner
-// adopts only if the sweep completes.
+// Clone returns a deep copy with one replay memory.
 func (s Stats) Clone() Stats {
 	c := s
 	c.ToolsUsed = maps.Clone(s.ToolsUsed)
 	c.Seen = maps.Clone(s.Seen)
 	c.ensureMaps()
+	for id := range s.prior {
+		c.Seen[id] = struct{}{}
+	}
+	c.prior = nil
 	return c
+}
+
+// forSweep returns the copy a sweep works on, which its owner adopts
+// only if the sweep completes. The copy reads s's replay memory in place:
+// s must not change it while the sweep may still run, and adopt folds
+// the sweep's new ids into it.
+func (s Stats) forSweep() Stats {
+	c := s
+	c.ToolsUsed = maps.Clone(s.ToolsUsed)
+	c.prior = s.Seen
+	if c.prior == nil {
+		c.prior = map[int64]struct{}{}
+	}
+	c.Seen = map[int64]struct{}{}
+	c.ensureMaps()
+	return c
+}
+
+// adopt makes a sweep's copy whole again, folding what the sweep
+// remembered into the replay memory it started from. Nothing else may
+// read that memory any more.
+func (s *Stats) adopt() {
+	if s.prior == nil {
+		return
+	}
+	for id := range s.Seen {
+		s.prior[id] = struct{}{}
+	}
+	s.Seen, s.prior = s.prior, nil
 }
 
 func (s *Stats) ensureMaps() {
@@ -53,7 +92,10 @@ func (s *Stats) ensureMaps() {
 }
 
 func (s *Stats) seen(id int64) bool {
-	_, ok := s.Seen[id]
+	if _, ok := s.Seen[id]; ok {
+		return true
+	}
+	_, ok := s.prior[id]
 	return ok
 }
 

@@ -35,7 +35,7 @@ type claim struct {
 // claims are counted as errors, their markers stay for recovery, and
 // ctx's error is returned.
 func Sweep(ctx context.Context, cfg Config, stats *Stats) error {
-	return newSweeper(cfg, stats).run(ctx)
+	return newSweeper(cfg, bridge{}, stats).run(ctx)
 }
 
 func (s *sweeper) run(ctx context.Context) error {

@@ -5,7 +5,7 @@ import "sync"
 // taskGroup counts a server's goroutines (its loop, its sweeps and their
 // dispatches) so that Stop can wait, under a context, for the last one to
 // end without starting a goroutine of its own to wait on a WaitGroup.
-// A nil group counts nothing: the per-call loop does not use one.
+// A nil group counts nothing: a lone Sweep has none.
 type taskGroup struct {
 	mu   sync.Mutex
 	n    int

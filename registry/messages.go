@@ -6,8 +6,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/kernelworker"
-	"github.com/executecode/executecode/pump"
 )
 
 // Requests are what a Client sends; each is answered with its *Reply, on
@@ -45,7 +45,7 @@ type acquireReply struct {
 // Allocation is a checked-out kernel.
 type Allocation struct {
 	Worker kernelworker.Client
-	Bells  *pump.Bells
+	Bells  *bell.Pair
 	// Workspace is the kernel's private workspace (kernelworker.Handle).
 	Workspace  string
 	Generation uint64

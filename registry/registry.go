@@ -7,8 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/kernelworker"
-	"github.com/executecode/executecode/pump"
 	"github.com/executecode/executecode/telemetry"
 )
 
@@ -59,7 +59,7 @@ type entry struct {
 	forkOwner  string // owner PID key of a fork kernel; "" for a base kernel
 	pid        *actor.PID
 	worker     kernelworker.Client
-	bells      *pump.Bells
+	bells      *bell.Pair
 	workspace  string
 	generation uint64
 	owners     map[string]*owner

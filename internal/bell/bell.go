@@ -1,4 +1,4 @@
-package pump
+package bell
 
 import (
 	"errors"
@@ -8,27 +8,26 @@ import (
 	"syscall"
 )
 
-// Bells are a run's two doorbell pipes (design.md departure 1): the
-// request bell, which the shim rings after publishing a frame, and the
-// response bell, which the pump rings after publishing a response. A ring
-// carries no data and no authority; it only says "look at the directory".
-//
-// The host ends are non-blocking and close-on-exec. The child ends are
-// handed to the interpreter as fds 3 (request bell, write end) and 4
-// (response bell, read end).
-type Bells struct {
+// Pair is one interpreter's two doorbell pipes. The host ends are
+// non-blocking and close-on-exec. The child ends are handed to the
+// interpreter as fds 3 (request bell, write end) and 4 (response bell,
+// read end).
+type Pair struct {
 	reqRead   *os.File // host: drained by the goroutine
 	reqWrite  *os.File // child fd 3
 	respRead  *os.File // child fd 4
 	respWrite *os.File // host: Ring
 	ringConn  syscall.RawConn
 
-	// wake is the subscription made at NewBells, which Wake returns.
-	wake    chan struct{}
 	drained chan struct{}
 
 	subMu sync.Mutex
 	subs  map[chan struct{}]struct{}
+	// unheard says a ring arrived while nobody was subscribed; the next
+	// subscriber starts with it pending. A server subscribes only after
+	// its interpreter has started, and a request published and rung in
+	// between must still be swept at once.
+	unheard bool
 
 	childOnce sync.Once
 	childErr  error
@@ -36,8 +35,8 @@ type Bells struct {
 	closeErr  error
 }
 
-// NewBells creates both pipes and starts draining the request bell.
-func NewBells() (*Bells, error) {
+// New creates both pipes and starts draining the request bell.
+func New() (*Pair, error) {
 	// os.Pipe makes both ends close-on-exec and puts them in the runtime
 	// poller, which sets them non-blocking; exec.Cmd makes the child's
 	// copies (ExtraFiles) blocking again, and the shim sets its own.
@@ -51,35 +50,34 @@ func NewBells() (*Bells, error) {
 		reqWrite.Close()
 		return nil, fmt.Errorf("response bell: %w", err)
 	}
-	b := &Bells{
+	p := &Pair{
 		reqRead: reqRead, reqWrite: reqWrite,
 		respRead: respRead, respWrite: respWrite,
-		wake:    make(chan struct{}, 1),
 		drained: make(chan struct{}),
+		subs:    map[chan struct{}]struct{}{},
 	}
-	b.subs = map[chan struct{}]struct{}{b.wake: {}}
-	if b.ringConn, err = respWrite.SyscallConn(); err != nil {
+	if p.ringConn, err = respWrite.SyscallConn(); err != nil {
 		reqRead.Close()
 		reqWrite.Close()
 		respRead.Close()
 		respWrite.Close()
 		return nil, fmt.Errorf("response bell: %w", err)
 	}
-	go b.drain()
-	return b, nil
+	go p.drain()
+	return p, nil
 }
 
 // drain turns any number of request-bell bytes into one pending wake-up
 // per subscriber: each read takes everything available, and the sends
 // never block, so a flood costs one wake-up per read, not one per byte.
 // It ends when the bell is closed or every writer is gone.
-func (b *Bells) drain() {
-	defer close(b.drained)
+func (p *Pair) drain() {
+	defer close(p.drained)
 	buf := make([]byte, 4096)
 	for {
-		n, err := b.reqRead.Read(buf)
+		n, err := p.reqRead.Read(buf)
 		if n > 0 {
-			b.broadcast()
+			p.broadcast()
 		}
 		if err != nil {
 			return
@@ -87,13 +85,18 @@ func (b *Bells) drain() {
 	}
 }
 
-// broadcast gives every subscriber a pending wake-up. A ring does not say
-// whose cell published, so every server of the kernel looks at its own
-// directory; one that finds nothing has lost a listing, nothing more.
-func (b *Bells) broadcast() {
-	b.subMu.Lock()
-	defer b.subMu.Unlock()
-	for ch := range b.subs {
+// broadcast gives every subscriber a pending wake-up, or keeps the ring
+// for the next one when there is none. A ring does not say whose cell
+// published, so every server of the kernel looks at its own directory;
+// one that finds nothing has lost a listing, nothing more.
+func (p *Pair) broadcast() {
+	p.subMu.Lock()
+	defer p.subMu.Unlock()
+	if len(p.subs) == 0 {
+		p.unheard = true
+		return
+	}
+	for ch := range p.subs {
 		select {
 		case ch <- struct{}{}:
 		default: // a wake-up is already pending
@@ -104,75 +107,71 @@ func (b *Bells) broadcast() {
 // Subscribe returns a channel that receives every request-bell wake-up
 // from now on, coalesced to at most one pending, and the function that
 // ends the subscription (idempotent; the channel is never closed, it just
-// stops receiving). Several session servers of one kernel (its queued
-// cells) may be subscribed at once. A nil Bells never wakes.
-func (b *Bells) Subscribe() (wake <-chan struct{}, cancel func()) {
-	if b == nil {
+// stops receiving). The channel starts with a wake-up pending when a ring
+// arrived while nobody was subscribed. Several session servers of one
+// kernel (its queued cells) may be subscribed at once. A nil Pair never
+// wakes.
+func (p *Pair) Subscribe() (wake <-chan struct{}, cancel func()) {
+	if p == nil {
 		return nil, func() {}
 	}
 	ch := make(chan struct{}, 1)
-	b.subMu.Lock()
-	b.subs[ch] = struct{}{}
-	b.subMu.Unlock()
+	p.subMu.Lock()
+	p.subs[ch] = struct{}{}
+	if p.unheard {
+		p.unheard = false
+		ch <- struct{}{}
+	}
+	p.subMu.Unlock()
 	var once sync.Once
 	return ch, func() {
 		once.Do(func() {
-			b.subMu.Lock()
-			delete(b.subs, ch)
-			b.subMu.Unlock()
+			p.subMu.Lock()
+			delete(p.subs, ch)
+			p.subMu.Unlock()
 		})
 	}
 }
 
 // ChildFiles returns the child's ends in fd order, for exec.Cmd.ExtraFiles:
 // [request-bell write end (fd 3), response-bell read end (fd 4)].
-func (b *Bells) ChildFiles() []*os.File {
-	return []*os.File{b.reqWrite, b.respRead}
+func (p *Pair) ChildFiles() []*os.File {
+	return []*os.File{p.reqWrite, p.respRead}
 }
 
 // CloseChildEnds closes the host's copies of the child's ends once the
 // child has started (or failed to), so the request bell reads EOF when
 // the child and everything it shared the fd with are gone.
-func (b *Bells) CloseChildEnds() error {
-	b.childOnce.Do(func() {
-		b.childErr = errors.Join(b.reqWrite.Close(), b.respRead.Close())
+func (p *Pair) CloseChildEnds() error {
+	p.childOnce.Do(func() {
+		p.childErr = errors.Join(p.reqWrite.Close(), p.respRead.Close())
 	})
-	return b.childErr
-}
-
-// Wake delivers coalesced request-bell wake-ups: the subscription the
-// per-call loop uses, made when the bells were created. A nil Bells never
-// wakes.
-func (b *Bells) Wake() <-chan struct{} {
-	if b == nil {
-		return nil
-	}
-	return b.wake
+	return p.childErr
 }
 
 var ring = [1]byte{1}
 
 // Ring writes one byte on the response bell without ever blocking: a full
 // pipe already holds an unread ring, and a gone reader needs none. A nil
-// Bells does nothing.
-func (b *Bells) Ring() {
-	if b == nil {
+// Pair does nothing.
+func (p *Pair) Ring() {
+	if p == nil {
 		return
 	}
-	_ = b.ringConn.Write(func(fd uintptr) bool {
+	_ = p.ringConn.Write(func(fd uintptr) bool {
 		_, _ = syscall.Write(int(fd), ring[:])
 		return true // never wait for writability
 	})
 }
 
 // Close closes every end and waits for the drain goroutine to finish.
-func (b *Bells) Close() error {
-	if b == nil {
+func (p *Pair) Close() error {
+	if p == nil {
 		return nil
 	}
-	b.closeOnce.Do(func() {
-		b.closeErr = errors.Join(b.CloseChildEnds(), b.reqRead.Close(), b.respWrite.Close())
-		<-b.drained
+	p.closeOnce.Do(func() {
+		p.closeErr = errors.Join(p.CloseChildEnds(), p.reqRead.Close(), p.respWrite.Close())
+		<-p.drained
 	})
-	return b.closeErr
+	return p.closeErr
 }

@@ -1,4 +1,4 @@
-package pump
+package bell
 
 import (
 	"os"
@@ -11,10 +11,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ringHost is what the shim does after publishing a frame.
+func ringHost(t *testing.T, b *Pair) {
+	t.Helper()
+	_, err := b.ChildFiles()[0].Write([]byte{1})
+	require.NoError(t, err)
+}
+
 func TestBellsCoalesceAFloodIntoOnePendingWakeUp(t *testing.T) {
-	b, err := NewBells()
+	b, err := New()
 	require.NoError(t, err)
 	defer b.Close()
+	wake, cancel := b.Subscribe()
+	defer cancel()
 	w := b.ChildFiles()[0]
 	for range 1000 {
 		_, err := w.Write([]byte{1})
@@ -24,11 +33,11 @@ func TestBellsCoalesceAFloodIntoOnePendingWakeUp(t *testing.T) {
 	// then exactly one wake-up is pending.
 	require.NoError(t, b.CloseChildEnds())
 	<-b.drained
-	assert.Len(t, b.wake, 1)
+	assert.Len(t, wake, 1)
 }
 
 func TestRingIsReadableOnTheChildsEndAndNeverBlocks(t *testing.T) {
-	b, err := NewBells()
+	b, err := New()
 	require.NoError(t, err)
 	defer b.Close()
 	r := b.ChildFiles()[1]
@@ -45,7 +54,7 @@ func TestRingIsReadableOnTheChildsEndAndNeverBlocks(t *testing.T) {
 }
 
 func TestRingAfterTheChildIsGoneIsHarmless(t *testing.T) {
-	b, err := NewBells()
+	b, err := New()
 	require.NoError(t, err)
 	require.NoError(t, b.CloseChildEnds())
 	b.Ring() // EPIPE, not SIGPIPE
@@ -53,7 +62,7 @@ func TestRingAfterTheChildIsGoneIsHarmless(t *testing.T) {
 }
 
 func TestBellsHostEndsAreNonBlockingAndCloseOnExec(t *testing.T) {
-	b, err := NewBells()
+	b, err := New()
 	require.NoError(t, err)
 	defer b.Close()
 	for _, f := range []*os.File{b.reqRead, b.respWrite} {
@@ -72,7 +81,7 @@ func TestBellsHostEndsAreNonBlockingAndCloseOnExec(t *testing.T) {
 
 func TestBellsCloseLeavesNoGoroutineAndIsIdempotent(t *testing.T) {
 	opts := goleak.IgnoreCurrent()
-	b, err := NewBells()
+	b, err := New()
 	require.NoError(t, err)
 	b.Ring()
 	require.NoError(t, b.Close())
@@ -81,9 +90,11 @@ func TestBellsCloseLeavesNoGoroutineAndIsIdempotent(t *testing.T) {
 }
 
 func TestNilBellsAreInert(t *testing.T) {
-	var b *Bells
+	var b *Pair
 	b.Ring()
-	assert.Nil(t, b.Wake())
+	wake, cancel := b.Subscribe()
+	assert.Nil(t, wake)
+	cancel()
 	assert.NoError(t, b.Close())
 }
 
@@ -107,24 +118,26 @@ func nextWake(t *testing.T, ch <-chan struct{}) {
 	}
 }
 
-func TestEveryRingWakesEverySubscriberAndTheWakeChannel(t *testing.T) {
+func TestEveryRingWakesEverySubscriber(t *testing.T) {
 	opts := goleak.IgnoreCurrent()
-	b, err := NewBells()
+	b, err := New()
 	require.NoError(t, err)
 	first, cancelFirst := b.Subscribe()
 	second, cancelSecond := b.Subscribe()
 	defer cancelSecond()
+	third, cancelThird := b.Subscribe()
+	defer cancelThird()
 
 	ringHost(t, b)
 	nextWake(t, first)
 	nextWake(t, second)
-	nextWake(t, b.Wake())
+	nextWake(t, third)
 
 	cancelFirst()
 	cancelFirst() // idempotent
 	ringHost(t, b)
 	nextWake(t, second)
-	nextWake(t, b.Wake())
+	nextWake(t, third)
 
 	// Close waits for the drain goroutine, so every broadcast of that
 	// ring is over: a cancelled subscription got none of it.
@@ -134,10 +147,12 @@ func TestEveryRingWakesEverySubscriberAndTheWakeChannel(t *testing.T) {
 }
 
 func TestSubscribersCoalesceAFloodIndependently(t *testing.T) {
-	b, err := NewBells()
+	b, err := New()
 	require.NoError(t, err)
 	sub, cancel := b.Subscribe()
 	defer cancel()
+	other, cancelOther := b.Subscribe()
+	defer cancelOther()
 	w := b.ChildFiles()[0]
 	for range 1000 {
 		_, err := w.Write([]byte{1})
@@ -146,12 +161,46 @@ func TestSubscribersCoalesceAFloodIndependently(t *testing.T) {
 	require.NoError(t, b.CloseChildEnds())
 	<-b.drained
 	assert.Len(t, sub, 1, "one pending wake-up, however many rings")
-	assert.Len(t, b.wake, 1)
+	assert.Len(t, other, 1)
 	require.NoError(t, b.Close())
 }
 
+// A server subscribes after its interpreter has started: a request rung
+// for in between must not wait for the fallback poll.
+func TestARingNobodyHeardIsPendingForTheFirstSubscriberOnly(t *testing.T) {
+	b, err := New()
+	require.NoError(t, err)
+	for range 3 {
+		ringHost(t, b)
+	}
+	require.NoError(t, b.CloseChildEnds())
+	<-b.drained // every ring is read, with nobody subscribed
+
+	first, cancelFirst := b.Subscribe()
+	defer cancelFirst()
+	assert.True(t, received(first), "the unheard rings are one pending wake-up")
+	assert.False(t, received(first))
+	second, cancelSecond := b.Subscribe()
+	defer cancelSecond()
+	assert.False(t, received(second), "handed over once")
+	require.NoError(t, b.Close())
+}
+
+func TestARingWithASubscriberIsNotKeptForTheNextOne(t *testing.T) {
+	b, err := New()
+	require.NoError(t, err)
+	defer b.Close()
+	first, cancelFirst := b.Subscribe()
+	ringHost(t, b)
+	nextWake(t, first)
+	cancelFirst()
+	second, cancelSecond := b.Subscribe()
+	defer cancelSecond()
+	assert.False(t, received(second), "the ring was heard")
+}
+
 func TestNilBellsSubscriptionNeverWakes(t *testing.T) {
-	var b *Bells
+	var b *Pair
 	ch, cancel := b.Subscribe()
 	assert.Nil(t, ch)
 	cancel()
