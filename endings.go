@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/executecode/executecode/kernelworker"
@@ -78,15 +77,6 @@ const StateDiscardedLine = "The session's state was discarded; the next cell sta
 // while the kernel kept its state.
 const notRunKeptLine = "Nothing ran; the session's state is kept."
 
-// ending is a session result's headline and where it goes: a stopped
-// run's headline precedes its output, an exited one's follows it, as in
-// a per-call run.
-type ending struct {
-	headline string
-	stopped  bool
-	exitCode *int
-}
-
 // withState appends what happened to the session's state to headline.
 func withState(headline string, retained, ran bool) string {
 	switch {
@@ -141,82 +131,157 @@ func systemExitCode(message string) (code int, printed string) {
 	return 1, arg + "\n"
 }
 
-// cellEnding words how a replied cell ended. out is the cell's output,
-// which a SystemExit or a traceback extends as python3 would.
-func (r *Runtime) cellEnding(res kernelworker.CellResult, timeout time.Duration, retained, ran bool, out *string) ending {
-	switch res.Reason {
-	case "":
-		return ending{exitCode: intPtr(0)}
-	case kernelworker.ReasonException:
-		if res.Exception != nil && res.Exception.Kind == "system_exit" {
-			code, printed := systemExitCode(res.Exception.Message)
-			*out += printed
-			e := ending{exitCode: intPtr(code)}
-			if code != 0 {
-				e.headline = exitedLine(code)
-			}
-			return e
-		}
-		code := 1
-		if res.Exception != nil && res.Exception.Kind == "interrupted" {
-			code = 128 + int(syscall.SIGINT) // python3 re-raises it as SIGINT on itself
-		}
-		// A MemoryError or EFBIG under a configured limit says which limit,
-		// as per call.
-		h := kernelworker.LimitHeadline(res.KilledBy, r.limits(), kernelworker.ExitStatus{})
-		if h == "" {
-			h = exceptionHeadline(res.Exception, code)
-		}
-		if res.Exception != nil {
-			*out = withTraceback(*out, res.Exception.Traceback)
-		}
-		// The headline leads: the traceback is part of the diagnostics.
-		return ending{headline: h, exitCode: intPtr(code), stopped: true}
-	case kernelworker.ReasonPortExit:
-		if !ran {
-			return ending{headline: withState("Script did not run: the session's kernel exited under the cell before it.", retained, ran), stopped: true}
-		}
-		e := ending{headline: "Script's kernel exited unexpectedly"}
-		if res.Exit != nil {
-			e.exitCode = intPtr(res.Exit.Code)
-			e.headline = kernelworker.LimitHeadline(res.KilledBy, r.limits(), *res.Exit)
-			if e.headline == "" {
-				e.headline = exitedLine(res.Exit.Code)
-			}
-		}
-		e.headline = withState(e.headline, retained, ran)
-		return e
-	case kernelworker.ReasonTimeout:
-		if !ran {
-			return ending{headline: withState(fmt.Sprintf("Script timed out after %dms before it started.", timeout.Milliseconds()), retained, ran), stopped: true}
-		}
-		return ending{headline: withState(timedOutLine(timeout), retained, ran), stopped: true}
-	case kernelworker.ReasonQueueFull:
-		return ending{headline: withState(fmt.Sprintf("Script did not run: the session's kernel is busy and its queue is full (max_queued_cells_per_kernel = %d).", r.cfg.MaxQueuedCellsPerKernel), retained, ran), stopped: true}
-	case kernelworker.ReasonShuttingDown:
-		return ending{headline: withState("Script did not run: the session's kernel was shutting down.", retained, ran), stopped: true}
-	case kernelworker.ReasonKernelDiscarded:
-		return ending{headline: withState("Script did not run: the cell before it was stopped and the session's kernel discarded.", retained, ran), stopped: true}
-	case kernelworker.ReasonProtocolFault:
-		if !ran {
-			return ending{headline: withState("Script did not run: the session's kernel broke the protocol under the cell before it.", retained, ran), stopped: true}
-		}
-		return ending{headline: withState("Script stopped: the session's kernel broke the protocol.", retained, ran), stopped: true}
-	case kernelworker.ReasonInterrupted:
-		if !ran {
-			return ending{headline: withState("Script did not run: it was taken out of the session's queue.", retained, ran), stopped: true}
-		}
-		return ending{headline: withState(fmt.Sprintf("Script interrupted: the session's kernel was stopped (%s).", res.KilledBy), retained, ran), stopped: true}
-	case kernelworker.ReasonInvalidRequest:
-		return ending{headline: withState("Script did not run: the session's kernel refused the request as malformed.", retained, ran), stopped: true}
-	}
-	return ending{headline: withState("Script ended: "+res.Reason+".", retained, ran), stopped: true}
+// ending is how a run ended, in either mode. Each ending has one
+// headline wording (headline) and, for a session cell, one Details.Reason
+// (reasons); what varies within an ending (an exit code, a limit, the
+// exception, whether any code ran) travels in the outcome.
+type ending int
+
+const (
+	// endOK: the script ran to its end and exited 0.
+	endOK ending = iota
+	// endExit: the script exited with a code of its own: a non-zero status
+	// per call, a SystemExit (any code) in a cell. The headline follows the
+	// output.
+	endExit
+	// endKilled: a limit or a signal ended a per-call interpreter (an
+	// uncaught MemoryError or EFBIG under its limit included).
+	endKilled
+	// endException: a cell raised an uncaught exception; its headline
+	// leads, and the traceback is part of the diagnostics.
+	endException
+	endTimeout
+	endCancelled
+	endOwnerGone
+	// endCrashed: a cell's interpreter died under it (port_exit).
+	endCrashed
+	endQueueFull
+	endShuttingDown
+	endKernelDiscarded
+	endProtocolFault
+	endInterrupted
+	endInvalidRequest
+	// endNotRun: the session failed around the cell before any code ran
+	// (outcome.note words why, outcome.reason says which failure).
+	endNotRun
+	// endUnknown: the worker answered a reason this facade does not word
+	// (outcome.reason carries it).
+	endUnknown
+)
+
+// reasons is the Details.Reason of each session ending that has a fixed
+// one; endNotRun and endUnknown carry theirs.
+var reasons = map[ending]string{
+	endExit:            ReasonSystemExit,
+	endException:       ReasonException,
+	endTimeout:         ReasonTimeout,
+	endCancelled:       ReasonCancelled,
+	endOwnerGone:       ReasonOwnerGone,
+	endCrashed:         ReasonPortExit,
+	endQueueFull:       ReasonQueueFull,
+	endShuttingDown:    ReasonShuttingDown,
+	endKernelDiscarded: ReasonKernelDiscarded,
+	endProtocolFault:   ReasonProtocolFault,
+	endInterrupted:     ReasonInterrupted,
+	endInvalidRequest:  ReasonInvalidRequest,
 }
 
-// publicReason is the Details.Reason of a replied cell.
-func publicReason(res kernelworker.CellResult) string {
-	if res.Reason == kernelworker.ReasonException && res.Exception != nil && res.Exception.Kind == "system_exit" {
-		return ReasonSystemExit
+// cellEndings maps a worker's reason to the ending it words; "" and
+// exception are told apart further by the exception's kind.
+var cellEndings = map[string]ending{
+	kernelworker.ReasonTimeout:         endTimeout,
+	kernelworker.ReasonPortExit:        endCrashed,
+	kernelworker.ReasonQueueFull:       endQueueFull,
+	kernelworker.ReasonShuttingDown:    endShuttingDown,
+	kernelworker.ReasonKernelDiscarded: endKernelDiscarded,
+	kernelworker.ReasonProtocolFault:   endProtocolFault,
+	kernelworker.ReasonInterrupted:     endInterrupted,
+	kernelworker.ReasonInvalidRequest:  endInvalidRequest,
+}
+
+const ownerGoneLine = "Script cancelled: its session was detached."
+
+func timedOutLine(d time.Duration) string {
+	return fmt.Sprintf("Script timed out after %dms.", d.Milliseconds())
+}
+
+// headline words o's ending. leads says that it precedes the output, as
+// for a run that was stopped; an exit's headline follows it.
+func (r *Runtime) headline(o outcome) (h string, leads bool) {
+	switch o.end {
+	case endOK:
+		return "", false
+	case endExit:
+		if *o.exitCode != 0 {
+			return exitedLine(*o.exitCode), false
+		}
+		return "", false
+	case endKilled:
+		return kernelworker.LimitHeadline(o.killedBy, r.limits(), *o.exit), false
+	case endException:
+		// A MemoryError or EFBIG under a configured limit says which
+		// limit, as per call.
+		if h := kernelworker.LimitHeadline(o.killedBy, r.limits(), kernelworker.ExitStatus{}); h != "" {
+			return h, true
+		}
+		return exceptionHeadline(o.exception, *o.exitCode), true
+	case endTimeout:
+		if !o.ran {
+			return fmt.Sprintf("Script timed out after %dms before it started.", o.timeout.Milliseconds()), true
+		}
+		return timedOutLine(o.timeout), true
+	case endCancelled:
+		if !o.ran {
+			return "Script cancelled before it started.", true
+		}
+		return cancelledLine, true
+	case endOwnerGone:
+		if !o.ran {
+			return "Script did not run: its session was detached.", true
+		}
+		return ownerGoneLine, true
+	case endCrashed:
+		switch {
+		case !o.ran:
+			return "Script did not run: the session's kernel exited under the cell before it.", true
+		case o.exit == nil:
+			return "Script's kernel exited unexpectedly", false
+		}
+		if h := kernelworker.LimitHeadline(o.killedBy, r.limits(), *o.exit); h != "" {
+			return h, false
+		}
+		return exitedLine(o.exit.Code), false
+	case endQueueFull:
+		return fmt.Sprintf("Script did not run: the session's kernel is busy and its queue is full (max_queued_cells_per_kernel = %d).", r.cfg.MaxQueuedCellsPerKernel), true
+	case endShuttingDown:
+		return "Script did not run: the session's kernel was shutting down.", true
+	case endKernelDiscarded:
+		return "Script did not run: the cell before it was stopped and the session's kernel discarded.", true
+	case endProtocolFault:
+		if !o.ran {
+			return "Script did not run: the session's kernel broke the protocol under the cell before it.", true
+		}
+		return "Script stopped: the session's kernel broke the protocol.", true
+	case endInterrupted:
+		if !o.ran {
+			return "Script did not run: it was taken out of the session's queue.", true
+		}
+		return fmt.Sprintf("Script interrupted: the session's kernel was stopped (%s).", o.killedBy), true
+	case endInvalidRequest:
+		return "Script did not run: the session's kernel refused the request as malformed.", true
+	case endNotRun:
+		return o.note, true
 	}
-	return res.Reason
+	return "Script ended: " + o.reason + ".", true
+}
+
+// saysState says whether a cell's headline ends with what became of
+// the session's state: every ending but a completed cell's (success, exit,
+// exception), whose state the kernel kept.
+func (e ending) saysState() bool {
+	switch e {
+	case endOK, endExit, endException:
+		return false
+	}
+	return true
 }

@@ -155,3 +155,26 @@ func textResult(text string, d *Details, trust string, blocks []string) Result {
 	}
 	return Result{Content: []Content{{Type: "text", Text: text}}, Details: d, Trust: trust, Blocks: blocks}
 }
+
+// historicText is the stdout-only result of a run without text() blocks
+// (bridge.md §1.9.1), kept byte-for-byte; leads puts the headline of a
+// stopped run before the output.
+func historicText(headline, out string, sp spillNote, leads bool) string {
+	body := withMarker(out, sp)
+	switch {
+	case leads:
+		if body == "" {
+			return headline
+		}
+		return headline + "\n\n" + body
+	case headline == "":
+		if out == "" {
+			return noOutput
+		}
+		return body
+	case out == "":
+		return headline
+	default:
+		return body + "\n\n" + headline
+	}
+}
