@@ -197,7 +197,7 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 	default:
 		exit := proc.Exit()
 		o.exit, o.exitCode = &exit, intPtr(exit.Code)
-		o.killedBy = kernelworker.KilledBy(exit, rn.limits, exc.Type, exc.Errno, false, false)
+		o.killedBy = kernelworker.KilledBy(exit, rn.limits, exc.Type, exc.Errno)
 		switch {
 		case o.killedBy != "":
 			o.end = endKilled
