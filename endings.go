@@ -9,64 +9,71 @@ import (
 	"github.com/executecode/executecode/kernelworker"
 )
 
-// Values of Details.Reason: how a session cell ended ("" is success).
+// Reason is Details.Reason: how a session call ended ("" is success).
 // The README lists each with the sentence its result starts or ends with.
+type Reason string
+
+// Values of Reason.
 const (
 	// ReasonException: the cell raised an uncaught exception; exit_code 1
 	// (130 for a KeyboardInterrupt it raised), as a fresh python3 would
 	// exit.
-	ReasonException = kernelworker.ReasonException
+	ReasonException Reason = kernelworker.ReasonException
 	// ReasonSystemExit: the cell raised SystemExit; exit_code is its code,
 	// as python3 would exit with it.
-	ReasonSystemExit = "system_exit"
+	ReasonSystemExit Reason = "system_exit"
 	// ReasonTimeout: the cell reached its deadline, running or queued.
-	ReasonTimeout = kernelworker.ReasonTimeout
+	ReasonTimeout Reason = kernelworker.ReasonTimeout
 	// ReasonCancelled: the caller's context ended (or the runtime closed).
-	ReasonCancelled = "cancelled"
+	ReasonCancelled Reason = "cancelled"
 	// ReasonOwnerGone: the session was detached before the cell finished.
-	ReasonOwnerGone = "owner_gone"
+	ReasonOwnerGone Reason = "owner_gone"
 	// ReasonQueueFull: the kernel was busy and its queue full; nothing ran.
-	ReasonQueueFull = kernelworker.ReasonQueueFull
+	ReasonQueueFull Reason = kernelworker.ReasonQueueFull
 	// ReasonShuttingDown: the kernel was stopping when the cell reached
 	// it; nothing ran.
-	ReasonShuttingDown = kernelworker.ReasonShuttingDown
+	ReasonShuttingDown Reason = kernelworker.ReasonShuttingDown
 	// ReasonKernelDiscarded: an earlier cell's kernel was discarded while
 	// this one was queued; nothing ran.
-	ReasonKernelDiscarded = kernelworker.ReasonKernelDiscarded
+	ReasonKernelDiscarded Reason = kernelworker.ReasonKernelDiscarded
 	// ReasonPortExit: the interpreter died under the cell (os._exit, a
 	// signal, a limit); exit_code is its exit status.
-	ReasonPortExit = kernelworker.ReasonPortExit
+	ReasonPortExit Reason = kernelworker.ReasonPortExit
 	// ReasonProtocolFault: the kernel broke the protocol and was discarded.
-	ReasonProtocolFault = kernelworker.ReasonProtocolFault
+	ReasonProtocolFault Reason = kernelworker.ReasonProtocolFault
 	// ReasonInterrupted: the kernel was stopped from outside (killed_by
 	// says why) under the cell, or took the cell out of its queue.
-	ReasonInterrupted = kernelworker.ReasonInterrupted
+	ReasonInterrupted Reason = kernelworker.ReasonInterrupted
 	// ReasonInvalidRequest: the kernel refused the cell as malformed.
-	ReasonInvalidRequest = kernelworker.ReasonInvalidRequest
+	ReasonInvalidRequest Reason = kernelworker.ReasonInvalidRequest
 	// ReasonInvalidSessionKey: the session's kernel key could not be
 	// built; nothing ran.
-	ReasonInvalidSessionKey = "invalid_session_key"
+	ReasonInvalidSessionKey Reason = "invalid_session_key"
 	// ReasonResetFailed: the requested reset failed; nothing ran.
-	ReasonResetFailed = "reset_failed"
+	ReasonResetFailed Reason = "reset_failed"
 	// ReasonRPCStartFailed: the cell's helper bridge could not start;
 	// nothing ran.
-	ReasonRPCStartFailed = "rpc_start_failed"
+	ReasonRPCStartFailed Reason = "rpc_start_failed"
 )
 
-// Values of Details.KilledBy: what ended a run or its kernel.
+// KilledBy is Details.KilledBy: what ended a run or its kernel ("" if
+// nothing did), or the limit a cell's exception ran into.
+type KilledBy string
+
+// Values of KilledBy.
 const (
-	KilledByTimeout       = kernelworker.KilledByTimeout
-	KilledByCancelled     = kernelworker.KilledByCancelled
-	KilledByCPULimit      = kernelworker.KilledByCPULimit
-	KilledByMemoryLimit   = kernelworker.KilledByMemoryLimit
-	KilledByFsizeLimit    = kernelworker.KilledByFsizeLimit
-	KilledBySignal        = kernelworker.KilledBySignal
-	KilledByOwnerGone     = kernelworker.KilledByOwnerGone
-	KilledByReset         = kernelworker.KilledByReset
-	KilledByShutdown      = kernelworker.KilledByShutdown
-	KilledByProtocolFault = kernelworker.KilledByProtocolFault
-	KilledByEvicted       = kernelworker.KilledByEvicted
-	KilledByIdleReaped    = kernelworker.KilledByIdleReaped
+	KilledByTimeout       KilledBy = kernelworker.KilledByTimeout
+	KilledByCancelled     KilledBy = kernelworker.KilledByCancelled
+	KilledByCPULimit      KilledBy = kernelworker.KilledByCPULimit
+	KilledByMemoryLimit   KilledBy = kernelworker.KilledByMemoryLimit
+	KilledByFsizeLimit    KilledBy = kernelworker.KilledByFsizeLimit
+	KilledBySignal        KilledBy = kernelworker.KilledBySignal
+	KilledByOwnerGone     KilledBy = kernelworker.KilledByOwnerGone
+	KilledByReset         KilledBy = kernelworker.KilledByReset
+	KilledByShutdown      KilledBy = kernelworker.KilledByShutdown
+	KilledByProtocolFault KilledBy = kernelworker.KilledByProtocolFault
+	KilledByEvicted       KilledBy = kernelworker.KilledByEvicted
+	KilledByIdleReaped    KilledBy = kernelworker.KilledByIdleReaped
 )
 
 // StateDiscardedLine ends the headline of every session result whose
@@ -171,7 +178,7 @@ const (
 
 // reasons is the Details.Reason of each session ending that has a fixed
 // one; endNotRun and endUnknown carry theirs.
-var reasons = map[ending]string{
+var reasons = map[ending]Reason{
 	endExit:            ReasonSystemExit,
 	endException:       ReasonException,
 	endTimeout:         ReasonTimeout,
@@ -217,11 +224,11 @@ func (r *Runtime) headline(o outcome) (h string, leads bool) {
 		}
 		return "", false
 	case endKilled:
-		return kernelworker.LimitHeadline(o.killedBy, r.limits(), *o.exit), false
+		return kernelworker.LimitHeadline(string(o.killedBy), r.limits(), *o.exit), false
 	case endException:
 		// A MemoryError or EFBIG under a configured limit says which
 		// limit, as per call.
-		if h := kernelworker.LimitHeadline(o.killedBy, r.limits(), kernelworker.ExitStatus{}); h != "" {
+		if h := kernelworker.LimitHeadline(string(o.killedBy), r.limits(), kernelworker.ExitStatus{}); h != "" {
 			return h, true
 		}
 		return exceptionHeadline(o.exception, *o.exitCode), true
@@ -247,7 +254,7 @@ func (r *Runtime) headline(o outcome) (h string, leads bool) {
 		case o.exit == nil:
 			return "Script's kernel exited unexpectedly", false
 		}
-		if h := kernelworker.LimitHeadline(o.killedBy, r.limits(), *o.exit); h != "" {
+		if h := kernelworker.LimitHeadline(string(o.killedBy), r.limits(), *o.exit); h != "" {
 			return h, false
 		}
 		return exitedLine(o.exit.Code), false
@@ -272,7 +279,7 @@ func (r *Runtime) headline(o outcome) (h string, leads bool) {
 	case endNotRun:
 		return o.note, true
 	}
-	return "Script ended: " + o.reason + ".", true
+	return "Script ended: " + string(o.reason) + ".", true
 }
 
 // saysState says whether a cell's headline ends with what became of

@@ -9,14 +9,18 @@ import (
 	"github.com/executecode/executecode/telemetry"
 )
 
-// Fallback reasons: session mode may run a call isolated, per call, only
-// before any submitted code starts (bridge.md §1.7.4, ruling 4).
+// FallbackReason is Details.FallbackReason: why a session call ran
+// isolated, per call. Session mode may do so only before any submitted
+// code starts (bridge.md §1.7.4, ruling 4).
+type FallbackReason string
+
+// Values of FallbackReason, the same as telemetry's.
 const (
-	FallbackMissingScope        = "missing_session_scope"
-	FallbackRegistryUnavailable = "registry_unavailable"
-	FallbackCapacityExhausted   = "capacity_exhausted"
-	FallbackStartupFailed       = "startup_failed"
-	FallbackStopFailed          = "stop_failed"
+	FallbackMissingScope        = FallbackReason(telemetry.FallbackMissingSessionScope)
+	FallbackRegistryUnavailable = FallbackReason(telemetry.FallbackRegistryUnavailable)
+	FallbackCapacityExhausted   = FallbackReason(telemetry.FallbackCapacityExhausted)
+	FallbackStartupFailed       = FallbackReason(telemetry.FallbackStartupFailed)
+	FallbackStopFailed          = FallbackReason(telemetry.FallbackStopFailed)
 )
 
 // step is where a session call stood when it failed before its cell
@@ -54,7 +58,7 @@ var errNoScope = errors.New("no session scope")
 // fallbackFor is the one place that decides whether a call runs isolated
 // instead of on its session's kernel, and why; err is what the session
 // runner failed with.
-func fallbackFor(err error) (string, bool) {
+func fallbackFor(err error) (FallbackReason, bool) {
 	var ns *notStarted
 	if !errors.As(err, &ns) {
 		return "", false
@@ -78,12 +82,11 @@ func fallbackFor(err error) (string, bool) {
 
 // runFallback runs rn per call with what is left of its deadline (at
 // least one second) and marks the outcome as not persistent.
-func (r *Runtime) runFallback(ctx context.Context, rn run, reason string, cause error) (outcome, error) {
+func (r *Runtime) runFallback(ctx context.Context, rn run, reason FallbackReason, cause error) (outcome, error) {
 	// Emitted before the run, whose own execute_code.stop follows.
 	r.bus.Emit(telemetry.Fallback{Reason: telemetry.FallbackReason(reason)})
 	call := rn.call
 	call.TimeoutMS = int(max(rn.timeout-time.Since(rn.started), minTimeout).Milliseconds())
-	call.Queued() // an isolated run takes no place in a kernel's FIFO
 	o, err := perCallRunner{r}.run(ctx, r.newRun(call, rn.python))
 	if err != nil {
 		return o, err

@@ -18,14 +18,15 @@ type outcome struct {
 	// exitCode is the code a fresh python3 exited, or would have exited,
 	// with; nil when the run was stopped first.
 	exitCode *int
-	killedBy string
+	killedBy KilledBy
 	// exit is the interpreter's own exit status (per call, and a cell's
 	// crash), for the signal or the limit it names.
 	exit      *kernelworker.ExitStatus
 	exception *kernelworker.Exception
 	// reason is Details.Reason where the ending does not fix it
 	// (endNotRun, endUnknown); note is endNotRun's headline.
-	reason, note string
+	reason Reason
+	note   string
 	// output has been scrubbed as it streamed; a cell's already carries
 	// what python3 would have printed at its end (a traceback, a
 	// SystemExit's message). blocks are not scrubbed yet.
@@ -50,7 +51,7 @@ type cellFacts struct {
 
 // fallbackFacts are what a session call that ran isolated says about it.
 type fallbackFacts struct {
-	reason         string
+	reason         FallbackReason
 	resetPerformed bool
 }
 
@@ -83,7 +84,7 @@ func (r *Runtime) format(o outcome) Result {
 	if o.fallback != nil {
 		// Outside the untrusted wrapper: the runtime says it, not the
 		// content.
-		line := "Ran isolated in a fresh process (" + o.fallback.reason + "); nothing from this run persists."
+		line := "Ran isolated in a fresh process (" + string(o.fallback.reason) + "); nothing from this run persists."
 		res.Content[0].Text = line + "\n\n" + res.Content[0].Text
 	}
 	return res

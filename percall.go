@@ -103,7 +103,9 @@ type perCallRunner struct{ r *Runtime }
 // Teardown (bells, workspace, spill liveness) runs on every path.
 func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 	r := p.r
-	rn.call.Queued() // a per-call run has its place as soon as it begins
+	// A per-call run, an isolated one included, takes no place in a
+	// kernel's FIFO: it has its place as soon as it begins.
+	rn.call.Queued()
 	// Policy and approvals are settled before anything exists.
 	policy, approvals, err := r.gate()
 	if err != nil {
@@ -197,7 +199,7 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 	default:
 		exit := proc.Exit()
 		o.exit, o.exitCode = &exit, intPtr(exit.Code)
-		o.killedBy = kernelworker.KilledBy(exit, rn.limits, exc.Type, exc.Errno)
+		o.killedBy = KilledBy(kernelworker.KilledBy(exit, rn.limits, exc.Type, exc.Errno))
 		switch {
 		case o.killedBy != "":
 			o.end = endKilled

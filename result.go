@@ -57,15 +57,15 @@ type Details struct {
 	FullOutputPath string   `json:"full_output_path,omitempty"`
 	Persistent     bool     `json:"persistent"`
 	ResetPerformed bool     `json:"reset_performed"`
-	KilledBy       string   `json:"killed_by,omitempty"`
+	KilledBy       KilledBy `json:"killed_by,omitempty"`
 
 	// Session mode and fallback keys.
-	KernelReused      *bool  `json:"kernel_reused,omitempty"`
-	StateRetained     *bool  `json:"state_retained,omitempty"`
-	DurationMS        *int64 `json:"duration_ms,omitempty"`
-	Reason            string `json:"reason,omitempty"`
-	RPCAccountingLoss bool   `json:"rpc_accounting_loss,omitempty"`
-	FallbackReason    string `json:"fallback_reason,omitempty"`
+	KernelReused      *bool          `json:"kernel_reused,omitempty"`
+	StateRetained     *bool          `json:"state_retained,omitempty"`
+	DurationMS        *int64         `json:"duration_ms,omitempty"`
+	Reason            Reason         `json:"reason,omitempty"`
+	RPCAccountingLoss bool           `json:"rpc_accounting_loss,omitempty"`
+	FallbackReason    FallbackReason `json:"fallback_reason,omitempty"`
 }
 
 const (

@@ -339,7 +339,7 @@ func (s sessionRunner) execute(ctx, cellCtx context.Context, rn run, ws workspac
 	o = outcome{ran: !replied || res.RequestID != "", scrub: sc, timeout: rn.timeout, started: rn.started,
 		cell: &cellFacts{retained: replied && res.StateRetained}}
 	if replied {
-		o.output, o.killedBy, o.exception, o.exit = res.Output, res.KilledBy, res.Exception, res.Exit
+		o.output, o.killedBy, o.exception, o.exit = res.Output, KilledBy(res.KilledBy), res.Exception, res.Exit
 	}
 	switch stopped {
 	case endCancelled:
@@ -384,7 +384,7 @@ func cellEnding(o *outcome, res kernelworker.CellResult) {
 	default:
 		e, known := cellEndings[res.Reason]
 		if !known {
-			e, o.reason = endUnknown, res.Reason
+			e, o.reason = endUnknown, Reason(res.Reason)
 		}
 		o.end = e
 	}
@@ -418,7 +418,7 @@ func kernelLimits(l kernelworker.Limits) kernelworker.Limits {
 
 // notRun is a session call that failed around its cell before any code
 // ran; retained says whether the kernel's state is untouched.
-func notRun(rn run, reason, note string, retained, resetPerformed bool) outcome {
+func notRun(rn run, reason Reason, note string, retained, resetPerformed bool) outcome {
 	return outcome{end: endNotRun, reason: reason, note: note, timeout: rn.timeout, started: rn.started,
 		cell: &cellFacts{retained: retained, resetPerformed: resetPerformed}}
 }
