@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/pump"
@@ -136,17 +137,6 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 	// spilled.
 	sc := r.runScrubber(ws)
 
-	// NewSpill registers the spill as live, so the reaper leaves it alone
-	// until the capture is finished.
-	capture := kernelworker.NewCapture(r.cfg.MaxOutputBytes, r.newSpill,
-		kernelworker.ScrubWith(sc), kernelworker.SpillLimit(r.cfg.SpillLimitBytes()))
-	defer func() {
-		_ = capture.Close()
-		if p := capture.Result().SpillPath; p != "" {
-			r.releaseSpill(p)
-		}
-	}()
-
 	// The run's context ends at the deadline, on the caller's cancel, or
 	// when the runtime closes.
 	runCtx, cancelRun := context.WithTimeout(ctx, rn.timeout)
@@ -154,11 +144,12 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 	stopOnClose := context.AfterFunc(r.base, cancelRun)
 	defer stopOnClose()
 
-	proc, err := p.spawn(runCtx, rn, ws, bells, capture)
+	proc, capture, err := p.spawn(runCtx, rn, ws, bells, sc)
 	closeToken()
 	if err != nil {
 		return outcome{}, fmt.Errorf("execute_code runner crashed: %s", sc.String(err.Error()))
 	}
+	defer r.closeCapture(capture)
 
 	// Kill the whole group the moment the run's context ends; remember
 	// why, so the result can say so.
@@ -169,7 +160,83 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 	})
 	defer stopKill()
 
-	stats := r.servePerCall(runCtx, pump.Config{
+	stats := r.servePerCall(runCtx, p.bridge(rn, ws, bells, sc, policy, approvals), proc.Done())
+	<-proc.Done()
+
+	o := outcome{ran: true, stats: stats, scrub: sc, timeout: rn.timeout, started: rn.started,
+		blocks: pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied)}
+	exc, _ := pump.ReadException(ws.rpc, ws.token, r.bridgeDenied)
+	switch {
+	case killed.Load() && (ctx.Err() != nil || r.base.Err() != nil):
+		o.end, o.killedBy = endCancelled, KilledByCancelled
+	case killed.Load() && errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		o.end, o.killedBy = endTimeout, KilledByTimeout
+	default:
+		exitEnding(&o, proc.Exit(), rn.limits, exc)
+	}
+	o.output = capture.Result()
+	r.bus.Emit(telemetry.ExecuteCodeStop{Duration: time.Since(rn.started), RPCCalls: stats.Calls, RPCDenied: stats.Denied, ExitCode: o.exitCode})
+	return o, nil
+}
+
+// exitEnding says how a run that ended on its own ended: a limit or a
+// signal may explain its exit (killed), else its exit code does.
+func exitEnding(o *outcome, exit kernelworker.ExitStatus, lim kernelworker.Limits, exc pump.Exception) {
+	o.exit, o.exitCode = &exit, intPtr(exit.Code)
+	o.killedBy = KilledBy(kernelworker.KilledBy(exit, lim, exc.Type, exc.Errno))
+	switch {
+	case o.killedBy != "":
+		o.end = endKilled
+	case exit.Code != 0:
+		o.end = endExit
+	}
+}
+
+// spawn starts python3 on the workspace's script, with the doorbells and
+// the token socket as its extra files, and closes the child's ends of the
+// doorbells once python3 has them. Its output streams into the returned
+// capture, scrubbed by sc, which the caller closes with closeCapture.
+func (p perCallRunner) spawn(ctx context.Context, rn run, ws workspace, bells *pump.Bells, sc *kernelworker.Scrubber) (*kernelworker.Process, *kernelworker.Capture, error) {
+	r := p.r
+	// NewSpill registers the spill as live, so the reaper leaves it alone
+	// until the capture is finished.
+	capture := kernelworker.NewCapture(r.cfg.MaxOutputBytes, r.newSpill,
+		kernelworker.ScrubWith(sc), kernelworker.SpillLimit(r.cfg.SpillLimitBytes()))
+	cmd := kernelworker.Command{
+		Path:   rn.python,
+		Args:   []string{filepath.Join(ws.base, "script.py")},
+		Dir:    r.rootDir,
+		Env:    append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"),
+		Limits: rn.limits,
+		Output: capture,
+	}
+	if bells != nil {
+		cmd.ExtraFiles = bells.ChildFiles()
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, ws.tokenFile)
+	proc, err := r.spawner.Start(ctx, cmd)
+	if bells != nil {
+		_ = bells.CloseChildEnds()
+	}
+	if err != nil {
+		r.closeCapture(capture)
+		return nil, nil, err
+	}
+	return proc, capture, nil
+}
+
+// closeCapture ends a capture and lets the reaper have its spill.
+func (r *Runtime) closeCapture(capture *kernelworker.Capture) {
+	_ = capture.Close()
+	if p := capture.Result().SpillPath; p != "" {
+		r.releaseSpill(p)
+	}
+}
+
+// bridge is the configuration of the run's helper-call pump.
+func (p perCallRunner) bridge(rn run, ws workspace, bells *pump.Bells, sc *kernelworker.Scrubber, policy pump.Policy, approvals *approval.Broker) pump.Config {
+	r := p.r
+	return pump.Config{
 		Policy:          policy,
 		Approvals:       approvals,
 		ApprovalContext: pump.ApprovalContext{Timeout: r.cfg.ApprovalTimeout(), Caller: rn.call.ApprovalTag},
@@ -185,54 +252,7 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 		OnRoundTrip:     r.metrics.ObserveRoundTrip,
 		Bells:           bells,
 		Logger:          &r.log,
-	}, proc.Done())
-	<-proc.Done()
-
-	o := outcome{ran: true, stats: stats, scrub: sc, timeout: rn.timeout, started: rn.started,
-		blocks: pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied)}
-	exc, _ := pump.ReadException(ws.rpc, ws.token, r.bridgeDenied)
-	switch {
-	case killed.Load() && (ctx.Err() != nil || r.base.Err() != nil):
-		o.end, o.killedBy = endCancelled, KilledByCancelled
-	case killed.Load() && errors.Is(runCtx.Err(), context.DeadlineExceeded):
-		o.end, o.killedBy = endTimeout, KilledByTimeout
-	default:
-		exit := proc.Exit()
-		o.exit, o.exitCode = &exit, intPtr(exit.Code)
-		o.killedBy = KilledBy(kernelworker.KilledBy(exit, rn.limits, exc.Type, exc.Errno))
-		switch {
-		case o.killedBy != "":
-			o.end = endKilled
-		case exit.Code != 0:
-			o.end = endExit
-		}
 	}
-	o.output = capture.Result()
-	r.bus.Emit(telemetry.ExecuteCodeStop{Duration: time.Since(rn.started), RPCCalls: stats.Calls, RPCDenied: stats.Denied, ExitCode: o.exitCode})
-	return o, nil
-}
-
-// spawn starts python3 on the workspace's script, with the doorbells and
-// the token socket as its extra files, and closes the child's ends of the
-// doorbells once python3 has them.
-func (p perCallRunner) spawn(ctx context.Context, rn run, ws workspace, bells *pump.Bells, capture *kernelworker.Capture) (*kernelworker.Process, error) {
-	cmd := kernelworker.Command{
-		Path:   rn.python,
-		Args:   []string{filepath.Join(ws.base, "script.py")},
-		Dir:    p.r.rootDir,
-		Env:    append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"),
-		Limits: rn.limits,
-		Output: capture,
-	}
-	if bells != nil {
-		cmd.ExtraFiles = bells.ChildFiles()
-	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, ws.tokenFile)
-	proc, err := p.r.spawner.Start(ctx, cmd)
-	if bells != nil {
-		_ = bells.CloseChildEnds()
-	}
-	return proc, err
 }
 
 // servePerCall answers the run's helper calls until done is closed or

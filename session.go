@@ -165,19 +165,13 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	reqCtx, cancelReq := context.WithDeadline(ctx, rn.deadline)
 	defer cancelReq()
 
-	resetPerformed := false
-	if rn.call.Reset {
-		rr, err := request[*registry.ResetReply](reqCtx, owner.tree, &registry.Reset{Key: key, Owner: owner.owner.PID})
-		if err == nil && rr.Err != nil && !errors.Is(rr.Err, registry.ErrStopFailed) {
-			return notRun(rn, ReasonResetFailed, "Script did not run: the session's kernel could not be reset ("+r.scrubError(rr.Err)+").", false, false), nil
-		}
-		if err == nil {
-			err = rr.Err
-		}
-		if err != nil {
-			return outcome{}, &notStarted{step: stepReset, err: err}
-		}
-		resetPerformed = rr.Performed
+	resetPerformed, err := s.reset(reqCtx, rn, key)
+	var refused *resetRefused
+	if errors.As(err, &refused) {
+		return notRun(rn, ReasonResetFailed, "Script did not run: the session's kernel could not be reset ("+r.scrubError(err)+").", false, false), nil
+	}
+	if err != nil {
+		return outcome{}, &notStarted{step: stepReset, err: err}
 	}
 
 	ws, err := r.stageCellBridge()
@@ -236,6 +230,32 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 		return outcome{}, &notStarted{step: stepStart, err: registry.ErrStartupFailed, resetPerformed: resetPerformed}
 	}
 	return o, nil
+}
+
+// resetRefused is a reset the registry refused: the call ends unrun. Any
+// other reset error (the registry did not answer, or could not confirm
+// the old kernel gone) leaves running isolated.
+type resetRefused struct{ err error }
+
+func (e *resetRefused) Error() string { return e.err.Error() }
+func (e *resetRefused) Unwrap() error { return e.err }
+
+// reset discards the kernel of key when the call asks for it, and says
+// whether there was one to discard.
+func (s sessionRunner) reset(ctx context.Context, rn run, key registry.Key) (bool, error) {
+	if !rn.call.Reset {
+		return false, nil
+	}
+	rr, err := request[*registry.ResetReply](ctx, rn.scope.tree, &registry.Reset{Key: key, Owner: rn.scope.owner.PID})
+	switch {
+	case err != nil:
+		return false, err
+	case errors.Is(rr.Err, registry.ErrStopFailed):
+		return false, rr.Err
+	case rr.Err != nil:
+		return false, &resetRefused{rr.Err}
+	}
+	return rr.Performed, nil
 }
 
 // acquire leases the kernel of key for the cell whose caller is cellCtx.
