@@ -193,11 +193,10 @@ var reasons = map[ending]Reason{
 	endInvalidRequest:  ReasonInvalidRequest,
 }
 
-// cellEndings maps a worker's reason to the ending it words; "" and
-// exception are told apart further by the exception's kind.
+// cellEndings maps each worker reason whose ending needs nothing more of
+// the answer; cellEnding reads the rest ("", exception, port_exit) itself.
 var cellEndings = map[string]ending{
 	kernelworker.ReasonTimeout:         endTimeout,
-	kernelworker.ReasonPortExit:        endCrashed,
 	kernelworker.ReasonQueueFull:       endQueueFull,
 	kernelworker.ReasonShuttingDown:    endShuttingDown,
 	kernelworker.ReasonKernelDiscarded: endKernelDiscarded,
