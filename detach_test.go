@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -143,4 +144,30 @@ func TestCancelledCellsSayWhatHappenedToTheState(t *testing.T) {
 	assert.Empty(t, waitResult(t, blocker).Details.Reason)
 	assert.Equal(t, "2\n", r.run(o, "print(y)").Text())
 	assert.NoFileExists(t, filepath.Join(r.root, "queued-ran"))
+}
+
+// A session call whose kernel key cannot be built (the tool root is gone)
+// does not run, and does not run isolated either: the result says so, and
+// the session's state is untouched.
+func TestSessionCallWithAnInvalidKernelKeyDoesNotRun(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	require.NoError(t, os.Mkdir(root, 0o700))
+	r := newRig(t, withRoot(root))
+	o := r.attach("s1")
+	require.NoError(t, os.Remove(root))
+
+	res := r.run(o, "text('never')")
+	require.NotNil(t, res.Details)
+	assert.Equal(t, executecode.ReasonInvalidSessionKey, res.Details.Reason)
+	assert.Regexp(t, `^Script did not run: the session's kernel key is invalid \(.+\)\. `+
+		regexp.QuoteMeta("Nothing ran; the session's state is kept.")+`$`, res.Text())
+	assert.Nil(t, res.Details.ExitCode)
+	assert.True(t, res.Details.Persistent)
+	require.NotNil(t, res.Details.StateRetained)
+	require.NotNil(t, res.Details.KernelReused)
+	assert.True(t, *res.Details.StateRetained)
+	assert.False(t, *res.Details.KernelReused)
+	assert.Empty(t, res.Details.FallbackReason)
+	assert.Empty(t, res.Blocks)
+	assert.Empty(t, r.trace(), "no kernel started, no fallback ran")
 }

@@ -4,72 +4,77 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/executecode/executecode/kernelworker"
-
 	"github.com/executecode/executecode/internal/proc"
+	"github.com/executecode/executecode/kernelworker"
 )
 
-// Values of Details.Reason: how a session cell ended ("" is success).
+// Reason is Details.Reason: how a session call ended ("" is success).
 // The README lists each with the sentence its result starts or ends with.
+type Reason string
+
+// Values of Reason.
 const (
 	// ReasonException: the cell raised an uncaught exception; exit_code 1
 	// (130 for a KeyboardInterrupt it raised), as a fresh python3 would
 	// exit.
-	ReasonException = kernelworker.ReasonException
+	ReasonException Reason = kernelworker.ReasonException
 	// ReasonSystemExit: the cell raised SystemExit; exit_code is its code,
 	// as python3 would exit with it.
-	ReasonSystemExit = "system_exit"
+	ReasonSystemExit Reason = "system_exit"
 	// ReasonTimeout: the cell reached its deadline, running or queued.
-	ReasonTimeout = kernelworker.ReasonTimeout
+	ReasonTimeout Reason = kernelworker.ReasonTimeout
 	// ReasonCancelled: the caller's context ended (or the runtime closed).
-	ReasonCancelled = "cancelled"
+	ReasonCancelled Reason = "cancelled"
 	// ReasonOwnerGone: the session was detached before the cell finished.
-	ReasonOwnerGone = "owner_gone"
+	ReasonOwnerGone Reason = "owner_gone"
 	// ReasonQueueFull: the kernel was busy and its queue full; nothing ran.
-	ReasonQueueFull = kernelworker.ReasonQueueFull
+	ReasonQueueFull Reason = kernelworker.ReasonQueueFull
 	// ReasonShuttingDown: the kernel was stopping when the cell reached
 	// it; nothing ran.
-	ReasonShuttingDown = kernelworker.ReasonShuttingDown
+	ReasonShuttingDown Reason = kernelworker.ReasonShuttingDown
 	// ReasonKernelDiscarded: an earlier cell's kernel was discarded while
 	// this one was queued; nothing ran.
-	ReasonKernelDiscarded = kernelworker.ReasonKernelDiscarded
+	ReasonKernelDiscarded Reason = kernelworker.ReasonKernelDiscarded
 	// ReasonPortExit: the interpreter died under the cell (os._exit, a
 	// signal, a limit); exit_code is its exit status.
-	ReasonPortExit = kernelworker.ReasonPortExit
+	ReasonPortExit Reason = kernelworker.ReasonPortExit
 	// ReasonProtocolFault: the kernel broke the protocol and was discarded.
-	ReasonProtocolFault = kernelworker.ReasonProtocolFault
+	ReasonProtocolFault Reason = kernelworker.ReasonProtocolFault
 	// ReasonInterrupted: the kernel was stopped from outside (killed_by
 	// says why) under the cell, or took the cell out of its queue.
-	ReasonInterrupted = kernelworker.ReasonInterrupted
+	ReasonInterrupted Reason = kernelworker.ReasonInterrupted
 	// ReasonInvalidRequest: the kernel refused the cell as malformed.
-	ReasonInvalidRequest = kernelworker.ReasonInvalidRequest
+	ReasonInvalidRequest Reason = kernelworker.ReasonInvalidRequest
 	// ReasonInvalidSessionKey: the session's kernel key could not be
 	// built; nothing ran.
-	ReasonInvalidSessionKey = "invalid_session_key"
+	ReasonInvalidSessionKey Reason = "invalid_session_key"
 	// ReasonResetFailed: the requested reset failed; nothing ran.
-	ReasonResetFailed = "reset_failed"
+	ReasonResetFailed Reason = "reset_failed"
 	// ReasonRPCStartFailed: the cell's helper bridge could not start;
 	// nothing ran.
-	ReasonRPCStartFailed = "rpc_start_failed"
+	ReasonRPCStartFailed Reason = "rpc_start_failed"
 )
 
-// Values of Details.KilledBy: what ended a run or its kernel.
+// KilledBy is Details.KilledBy: what ended a run or its kernel ("" if
+// nothing did), or the limit a cell's exception ran into.
+type KilledBy string
+
+// Values of KilledBy.
 const (
-	KilledByTimeout       = proc.KilledByTimeout
-	KilledByCancelled     = proc.KilledByCancelled
-	KilledByCPULimit      = proc.KilledByCPULimit
-	KilledByMemoryLimit   = proc.KilledByMemoryLimit
-	KilledByFsizeLimit    = proc.KilledByFsizeLimit
-	KilledBySignal        = proc.KilledBySignal
-	KilledByOwnerGone     = kernelworker.KilledByOwnerGone
-	KilledByReset         = kernelworker.KilledByReset
-	KilledByShutdown      = kernelworker.KilledByShutdown
-	KilledByProtocolFault = kernelworker.KilledByProtocolFault
-	KilledByEvicted       = kernelworker.KilledByEvicted
-	KilledByIdleReaped    = kernelworker.KilledByIdleReaped
+	KilledByTimeout       KilledBy = proc.KilledByTimeout
+	KilledByCancelled     KilledBy = proc.KilledByCancelled
+	KilledByCPULimit      KilledBy = proc.KilledByCPULimit
+	KilledByMemoryLimit   KilledBy = proc.KilledByMemoryLimit
+	KilledByFsizeLimit    KilledBy = proc.KilledByFsizeLimit
+	KilledBySignal        KilledBy = proc.KilledBySignal
+	KilledByOwnerGone     KilledBy = kernelworker.KilledByOwnerGone
+	KilledByReset         KilledBy = kernelworker.KilledByReset
+	KilledByShutdown      KilledBy = kernelworker.KilledByShutdown
+	KilledByProtocolFault KilledBy = kernelworker.KilledByProtocolFault
+	KilledByEvicted       KilledBy = kernelworker.KilledByEvicted
+	KilledByIdleReaped    KilledBy = kernelworker.KilledByIdleReaped
 )
 
 // StateDiscardedLine ends the headline of every session result whose
@@ -79,15 +84,6 @@ const StateDiscardedLine = "The session's state was discarded; the next cell sta
 // notRunKeptLine ends the headline of a cell that left the queue unrun
 // while the kernel kept its state.
 const notRunKeptLine = "Nothing ran; the session's state is kept."
-
-// ending is a session result's headline and where it goes: a stopped
-// run's headline precedes its output, an exited one's follows it, as in
-// a per-call run.
-type ending struct {
-	headline string
-	stopped  bool
-	exitCode *int
-}
 
 // withState appends what happened to the session's state to headline.
 func withState(headline string, retained, ran bool) string {
@@ -143,82 +139,156 @@ func systemExitCode(message string) (code int, printed string) {
 	return 1, arg + "\n"
 }
 
-// cellEnding words how a replied cell ended. out is the cell's output,
-// which a SystemExit or a traceback extends as python3 would.
-func (r *Runtime) cellEnding(res kernelworker.CellResult, timeout time.Duration, retained, ran bool, out *string) ending {
-	switch res.Reason {
-	case "":
-		return ending{exitCode: intPtr(0)}
-	case kernelworker.ReasonException:
-		if res.Exception != nil && res.Exception.Kind == "system_exit" {
-			code, printed := systemExitCode(res.Exception.Message)
-			*out += printed
-			e := ending{exitCode: intPtr(code)}
-			if code != 0 {
-				e.headline = exitedLine(code)
-			}
-			return e
-		}
-		code := 1
-		if res.Exception != nil && res.Exception.Kind == "interrupted" {
-			code = 128 + int(syscall.SIGINT) // python3 re-raises it as SIGINT on itself
-		}
-		// A MemoryError or EFBIG under a configured limit says which limit,
-		// as per call.
-		h := proc.LimitHeadline(res.KilledBy, r.limits(), proc.ExitStatus{})
-		if h == "" {
-			h = exceptionHeadline(res.Exception, code)
-		}
-		if res.Exception != nil {
-			*out = withTraceback(*out, res.Exception.Traceback)
-		}
-		// The headline leads: the traceback is part of the diagnostics.
-		return ending{headline: h, exitCode: intPtr(code), stopped: true}
-	case kernelworker.ReasonPortExit:
-		if !ran {
-			return ending{headline: withState("Script did not run: the session's kernel exited under the cell before it.", retained, ran), stopped: true}
-		}
-		e := ending{headline: "Script's kernel exited unexpectedly"}
-		if res.Exit != nil {
-			e.exitCode = intPtr(res.Exit.Code)
-			e.headline = proc.LimitHeadline(res.KilledBy, r.limits(), *res.Exit)
-			if e.headline == "" {
-				e.headline = exitedLine(res.Exit.Code)
-			}
-		}
-		e.headline = withState(e.headline, retained, ran)
-		return e
-	case kernelworker.ReasonTimeout:
-		if !ran {
-			return ending{headline: withState(fmt.Sprintf("Script timed out after %dms before it started.", timeout.Milliseconds()), retained, ran), stopped: true}
-		}
-		return ending{headline: withState(timedOutLine(timeout), retained, ran), stopped: true}
-	case kernelworker.ReasonQueueFull:
-		return ending{headline: withState(fmt.Sprintf("Script did not run: the session's kernel is busy and its queue is full (max_queued_cells_per_kernel = %d).", r.cfg.MaxQueuedCellsPerKernel), retained, ran), stopped: true}
-	case kernelworker.ReasonShuttingDown:
-		return ending{headline: withState("Script did not run: the session's kernel was shutting down.", retained, ran), stopped: true}
-	case kernelworker.ReasonKernelDiscarded:
-		return ending{headline: withState("Script did not run: the cell before it was stopped and the session's kernel discarded.", retained, ran), stopped: true}
-	case kernelworker.ReasonProtocolFault:
-		if !ran {
-			return ending{headline: withState("Script did not run: the session's kernel broke the protocol under the cell before it.", retained, ran), stopped: true}
-		}
-		return ending{headline: withState("Script stopped: the session's kernel broke the protocol.", retained, ran), stopped: true}
-	case kernelworker.ReasonInterrupted:
-		if !ran {
-			return ending{headline: withState("Script did not run: it was taken out of the session's queue.", retained, ran), stopped: true}
-		}
-		return ending{headline: withState(fmt.Sprintf("Script interrupted: the session's kernel was stopped (%s).", res.KilledBy), retained, ran), stopped: true}
-	case kernelworker.ReasonInvalidRequest:
-		return ending{headline: withState("Script did not run: the session's kernel refused the request as malformed.", retained, ran), stopped: true}
-	}
-	return ending{headline: withState("Script ended: "+res.Reason+".", retained, ran), stopped: true}
+// ending is how a run ended, in either mode. Each ending has one
+// headline wording (headline) and, for a session cell, one Details.Reason
+// (reasons); what varies within an ending (an exit code, a limit, the
+// exception, whether any code ran) travels in the outcome.
+type ending int
+
+const (
+	// endOK: the script ran to its end and exited 0.
+	endOK ending = iota
+	// endExit: the script exited with a code of its own: a non-zero status
+	// per call, a SystemExit (any code) in a cell. The headline follows the
+	// output.
+	endExit
+	// endKilled: a limit or a signal ended a per-call interpreter (an
+	// uncaught MemoryError or EFBIG under its limit included).
+	endKilled
+	// endException: a cell raised an uncaught exception; its headline
+	// leads, and the traceback is part of the diagnostics.
+	endException
+	endTimeout
+	endCancelled
+	endOwnerGone
+	// endCrashed: a cell's interpreter died under it (port_exit).
+	endCrashed
+	endQueueFull
+	endShuttingDown
+	endKernelDiscarded
+	endProtocolFault
+	endInterrupted
+	endInvalidRequest
+	// endNotRun: the session failed around the cell before any code ran
+	// (outcome.note words why, outcome.reason says which failure).
+	endNotRun
+	// endUnknown: the worker answered a reason this facade does not word
+	// (outcome.reason carries it).
+	endUnknown
+)
+
+// reasons is the Details.Reason of each session ending that has a fixed
+// one; endNotRun and endUnknown carry theirs.
+var reasons = map[ending]Reason{
+	endExit:            ReasonSystemExit,
+	endException:       ReasonException,
+	endTimeout:         ReasonTimeout,
+	endCancelled:       ReasonCancelled,
+	endOwnerGone:       ReasonOwnerGone,
+	endCrashed:         ReasonPortExit,
+	endQueueFull:       ReasonQueueFull,
+	endShuttingDown:    ReasonShuttingDown,
+	endKernelDiscarded: ReasonKernelDiscarded,
+	endProtocolFault:   ReasonProtocolFault,
+	endInterrupted:     ReasonInterrupted,
+	endInvalidRequest:  ReasonInvalidRequest,
 }
 
-// publicReason is the Details.Reason of a replied cell.
-func publicReason(res kernelworker.CellResult) string {
-	if res.Reason == kernelworker.ReasonException && res.Exception != nil && res.Exception.Kind == "system_exit" {
-		return ReasonSystemExit
+// cellEndings maps each worker reason whose ending needs nothing more of
+// the answer; cellEnding reads the rest ("", exception, port_exit) itself.
+var cellEndings = map[string]ending{
+	kernelworker.ReasonTimeout:         endTimeout,
+	kernelworker.ReasonQueueFull:       endQueueFull,
+	kernelworker.ReasonShuttingDown:    endShuttingDown,
+	kernelworker.ReasonKernelDiscarded: endKernelDiscarded,
+	kernelworker.ReasonProtocolFault:   endProtocolFault,
+	kernelworker.ReasonInterrupted:     endInterrupted,
+	kernelworker.ReasonInvalidRequest:  endInvalidRequest,
+}
+
+const ownerGoneLine = "Script cancelled: its session was detached."
+
+func timedOutLine(d time.Duration) string {
+	return fmt.Sprintf("Script timed out after %dms.", d.Milliseconds())
+}
+
+// headline words o's ending. leads says that it precedes the output, as
+// for a run that was stopped; an exit's headline follows it.
+func (r *Runtime) headline(o outcome) (h string, leads bool) {
+	switch o.end {
+	case endOK:
+		return "", false
+	case endExit:
+		if *o.exitCode != 0 {
+			return exitedLine(*o.exitCode), false
+		}
+		return "", false
+	case endKilled:
+		return proc.LimitHeadline(string(o.killedBy), r.limits(), *o.exit), false
+	case endException:
+		// A MemoryError or EFBIG under a configured limit says which
+		// limit, as per call.
+		if h := proc.LimitHeadline(string(o.killedBy), r.limits(), proc.ExitStatus{}); h != "" {
+			return h, true
+		}
+		return exceptionHeadline(o.exception, *o.exitCode), true
+	case endTimeout:
+		if !o.ran {
+			return fmt.Sprintf("Script timed out after %dms before it started.", o.timeout.Milliseconds()), true
+		}
+		return timedOutLine(o.timeout), true
+	case endCancelled:
+		if !o.ran {
+			return "Script cancelled before it started.", true
+		}
+		return cancelledLine, true
+	case endOwnerGone:
+		if !o.ran {
+			return "Script did not run: its session was detached.", true
+		}
+		return ownerGoneLine, true
+	case endCrashed:
+		switch {
+		case !o.ran:
+			return "Script did not run: the session's kernel exited under the cell before it.", true
+		case o.exit == nil:
+			return "Script's kernel exited unexpectedly", false
+		}
+		if h := proc.LimitHeadline(string(o.killedBy), r.limits(), *o.exit); h != "" {
+			return h, false
+		}
+		return exitedLine(o.exit.Code), false
+	case endQueueFull:
+		return fmt.Sprintf("Script did not run: the session's kernel is busy and its queue is full (max_queued_cells_per_kernel = %d).", r.cfg.MaxQueuedCellsPerKernel), true
+	case endShuttingDown:
+		return "Script did not run: the session's kernel was shutting down.", true
+	case endKernelDiscarded:
+		return "Script did not run: the cell before it was stopped and the session's kernel discarded.", true
+	case endProtocolFault:
+		if !o.ran {
+			return "Script did not run: the session's kernel broke the protocol under the cell before it.", true
+		}
+		return "Script stopped: the session's kernel broke the protocol.", true
+	case endInterrupted:
+		if !o.ran {
+			return "Script did not run: it was taken out of the session's queue.", true
+		}
+		return fmt.Sprintf("Script interrupted: the session's kernel was stopped (%s).", o.killedBy), true
+	case endInvalidRequest:
+		return "Script did not run: the session's kernel refused the request as malformed.", true
+	case endNotRun:
+		return o.note, true
 	}
-	return res.Reason
+	return "Script ended: " + string(o.reason) + ".", true
+}
+
+// saysState says whether a cell's headline ends with what became of
+// the session's state: every ending but a completed cell's (success, exit,
+// exception), whose state the kernel kept.
+func (e ending) saysState() bool {
+	switch e {
+	case endOK, endExit, endException:
+		return false
+	}
+	return true
 }

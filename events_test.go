@@ -82,7 +82,7 @@ func TestACallerGoneUnderItsCellIsInterruptedThenCancelled(t *testing.T) {
 		waitFor, 5*time.Millisecond, "the cell runs")
 	cancel()
 	res := <-done
-	assert.Equal(t, "cancelled", res.Details.KilledBy)
+	assert.Equal(t, executecode.KilledByCancelled, res.Details.KilledBy)
 	r.expectTrace("session.start live=1", "cell.start", "cell.stop(interrupted)", "cell.cancel(caller_exit)",
 		"session.stop(shutdown) live=0")
 }
@@ -96,7 +96,7 @@ func TestACrashedKernelIsReportedWithItsReasonAndTheExactLiveCount(t *testing.T)
 	r.run(survivor, "x = 1")
 	r.run(victim, "y = 1")
 	res := r.run(victim, "import os\nos._exit(3)")
-	assert.Equal(t, "port_exit", res.Details.Reason)
+	assert.Equal(t, executecode.ReasonPortExit, res.Details.Reason)
 	r.expectTrace(
 		"session.start live=1", "cell.start", "cell.stop(ok)",
 		"session.start live=2", "cell.start", "cell.stop(ok)",
@@ -158,7 +158,7 @@ func TestAnIdleKernelIsReapedThenStopped(t *testing.T) {
 func TestEveryFallbackIsEmittedWithItsReason(t *testing.T) {
 	r := newRig(t, withCfg(func(c *config.Config) { c.MaxLiveKernels = 1 }))
 	res := r.run(nil, "text('alone')")
-	assert.Equal(t, "missing_session_scope", res.Details.FallbackReason)
+	assert.Equal(t, executecode.FallbackMissingScope, res.Details.FallbackReason)
 	r.expectTrace("fallback(missing_session_scope)", "execute_code.stop")
 
 	busy, other := r.attach("busy"), r.attach("other")
@@ -169,7 +169,7 @@ func TestEveryFallbackIsEmittedWithItsReason(t *testing.T) {
 	}()
 	r.waitSnapshot(func(s executecode.Snapshot) bool { return s.Phases["running"] == 1 }, "the busy cell runs")
 	res = r.run(other, "text('isolated')")
-	assert.Equal(t, "capacity_exhausted", res.Details.FallbackReason)
+	assert.Equal(t, executecode.FallbackCapacityExhausted, res.Details.FallbackReason)
 	require.NoError(t, removeFile(release))
 	<-done
 	r.expectTrace("fallback(missing_session_scope)", "execute_code.stop",

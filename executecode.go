@@ -278,11 +278,7 @@ func (r *Runtime) Execute(ctx context.Context, call Call) (Result, error) {
 	} else {
 		call.Queued = func() {}
 	}
-	if r.cfg.KernelMode == config.Session {
-		return r.runSession(ctx, call, python)
-	}
-	call.Queued()
-	return r.runPerCall(ctx, call, python)
+	return r.execute(ctx, call, python)
 }
 
 func (r *Runtime) enter() bool {

@@ -38,7 +38,7 @@ func TestSessionCallsLeaveNoProcessRegistered(t *testing.T) {
 		r.run(o, script)
 	}
 	res := r.run(o, "import time\ntime.sleep(30)", 1000)
-	assert.Equal(t, "timeout", res.Details.KilledBy, res.Text())
+	assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy, res.Text())
 	// The timed-out cell's kernel is gone with its result: a new one is
 	// there to be reset.
 	r.run(o, "x = 4")

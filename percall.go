@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/privatetmp"
@@ -39,7 +40,7 @@ type workspace struct {
 // token. The token is never written to the workspace or the environment:
 // any process of the user can read those of another run. Any failure
 // removes the base and closes the socket.
-func (r *Runtime) stage(root *privatetmp.Root, script string, bells bool) (ws workspace, err error) {
+func (r *Runtime) stage(root *privatetmp.Root, script string) (ws workspace, err error) {
 	ws.base, err = privatetmp.ReserveDir(root.Path(), "lemon-exec-code")
 	if err != nil {
 		return ws, err
@@ -63,7 +64,7 @@ func (r *Runtime) stage(root *privatetmp.Root, script string, bells bool) (ws wo
 	}
 	var b *shimpy.Bells
 	ws.tokenFD = 3
-	if bells {
+	if r.wakeups {
 		b = childBells
 		ws.tokenFD = 5
 	}
@@ -98,36 +99,29 @@ func (r *Runtime) innerTools() map[string]tools.Tool {
 	return m
 }
 
-// runOutcome is what a per-call run ended with, before formatting.
-type runOutcome struct {
-	exit      proc.ExitStatus
-	out       proc.Output
-	blocks    []string
-	stats     pump.Stats
-	exc       pump.Exception
-	timedOut  bool
-	cancelled bool
-	timeout   time.Duration
-}
+// perCallRunner runs each call in a fresh interpreter (bridge.md §1.6).
+type perCallRunner struct{ r *Runtime }
 
-// runPerCall runs the script in a fresh interpreter (bridge.md §1.6).
+// run stages the workspace, starts python3 on it, serves its helper calls
+// until it exits or the run's context ends, and reads what it left.
 // Teardown (bells, workspace, spill liveness) runs on every path.
-func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Result, error) {
-	started := time.Now()
-	timeout := r.effectiveTimeout(call.TimeoutMS)
+func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
+	r := p.r
+	// A per-call run, an isolated one included, takes no place in a
+	// kernel's FIFO: it has its place as soon as it begins.
+	rn.call.Queued()
 	// Policy and approvals are settled before anything exists.
 	policy, approvals, err := r.gate()
 	if err != nil {
-		return Result{}, fmt.Errorf("execute_code could not start its approval broker: %w", err)
+		return outcome{}, fmt.Errorf("execute_code could not start its approval broker: %w", err)
 	}
 	rs, err := r.staging()
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
+		return outcome{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
 	}
-	root := rs.work
-	ws, err := r.stage(root, call.Script, r.wakeups)
+	ws, err := r.stage(rs.work, rn.call.Script)
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
+		return outcome{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
 	}
 	defer privatetmp.Teardown(ws.base, privatetmp.LabelWorkspace, &r.log)
 	closeToken := sync.OnceFunc(func() { _ = ws.tokenFile.Close() })
@@ -136,7 +130,7 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	var bells *bell.Pair
 	if r.wakeups {
 		if bells, err = bell.New(); err != nil {
-			return Result{}, fmt.Errorf("%w: doorbells: %w", ErrWorkspace, err)
+			return outcome{}, fmt.Errorf("%w: doorbells: %w", ErrWorkspace, err)
 		}
 		defer bells.Close()
 	}
@@ -146,44 +140,19 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	// spilled.
 	sc := r.runScrubber(ws)
 
-	// NewSpill registers the spill as live, so the reaper leaves it alone
-	// until the capture is finished.
-	capture := proc.NewCapture(r.cfg.MaxOutputBytes, r.newSpill,
-		proc.ScrubWith(sc), proc.SpillLimit(r.cfg.SpillLimitBytes()))
-	defer func() {
-		_ = capture.Close()
-		if p := capture.Result().SpillPath; p != "" {
-			r.releaseSpill(p)
-		}
-	}()
-
 	// The run's context ends at the deadline, on the caller's cancel, or
 	// when the runtime closes.
-	runCtx, cancelRun := context.WithTimeout(ctx, timeout)
+	runCtx, cancelRun := context.WithTimeout(ctx, rn.timeout)
 	defer cancelRun()
 	stopOnClose := context.AfterFunc(r.base, cancelRun)
 	defer stopOnClose()
 
-	cmd := proc.Command{
-		Path:   python,
-		Args:   []string{filepath.Join(ws.base, "script.py")},
-		Dir:    r.rootDir,
-		Env:    append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"),
-		Limits: r.limits(),
-		Output: capture,
-	}
-	if bells != nil {
-		cmd.ExtraFiles = bells.ChildFiles()
-	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, ws.tokenFile)
-	proc, err := r.spawner.Start(runCtx, cmd)
-	if bells != nil {
-		_ = bells.CloseChildEnds()
-	}
+	proc, capture, err := p.spawn(runCtx, rn, ws, bells, sc)
 	closeToken()
 	if err != nil {
-		return Result{}, fmt.Errorf("execute_code runner crashed: %s", sc.String(err.Error()))
+		return outcome{}, fmt.Errorf("execute_code runner crashed: %s", sc.String(err.Error()))
 	}
+	defer r.closeCapture(capture)
 
 	// Kill the whole group the moment the run's context ends; remember
 	// why, so the result can say so.
@@ -194,128 +163,103 @@ func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Res
 	})
 	defer stopKill()
 
-	pcfg := pump.Config{
+	stats := r.servePerCall(runCtx, p.bridge(rn, ws, bells, sc, policy, approvals), proc.Done())
+	<-proc.Done()
+
+	o := outcome{ran: true, stats: stats, scrub: sc, timeout: rn.timeout, started: rn.started,
+		blocks: pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied)}
+	exc, _ := pump.ReadException(ws.rpc, ws.token, r.bridgeDenied)
+	switch {
+	case killed.Load() && (ctx.Err() != nil || r.base.Err() != nil):
+		o.end, o.killedBy = endCancelled, KilledByCancelled
+	case killed.Load() && errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		o.end, o.killedBy = endTimeout, KilledByTimeout
+	default:
+		exitEnding(&o, proc.Exit(), rn.limits, exc)
+	}
+	o.output = capture.Result()
+	r.bus.Emit(telemetry.ExecuteCodeStop{Duration: time.Since(rn.started), RPCCalls: stats.Calls, RPCDenied: stats.Denied, ExitCode: o.exitCode})
+	return o, nil
+}
+
+// exitEnding says how a run that ended on its own ended: a limit or a
+// signal may explain its exit (killed), else its exit code does.
+func exitEnding(o *outcome, exit proc.ExitStatus, lim proc.Limits, exc pump.Exception) {
+	o.exit, o.exitCode = &exit, intPtr(exit.Code)
+	o.killedBy = KilledBy(proc.KilledBy(exit, lim, exc.Type, exc.Errno))
+	switch {
+	case o.killedBy != "":
+		o.end = endKilled
+	case exit.Code != 0:
+		o.end = endExit
+	}
+}
+
+// spawn starts python3 on the workspace's script, with the doorbells and
+// the token socket as its extra files, and closes the child's ends of the
+// doorbells once python3 has them. Its output streams into the returned
+// capture, scrubbed by sc, which the caller closes with closeCapture.
+func (p perCallRunner) spawn(ctx context.Context, rn run, ws workspace, bells *bell.Pair, sc *proc.Scrubber) (*proc.Process, *proc.Capture, error) {
+	r := p.r
+	// NewSpill registers the spill as live, so the reaper leaves it alone
+	// until the capture is finished.
+	capture := proc.NewCapture(r.cfg.MaxOutputBytes, r.newSpill,
+		proc.ScrubWith(sc), proc.SpillLimit(r.cfg.SpillLimitBytes()))
+	cmd := proc.Command{
+		Path:   rn.python,
+		Args:   []string{filepath.Join(ws.base, "script.py")},
+		Dir:    r.rootDir,
+		Env:    append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"),
+		Limits: rn.limits,
+		Output: capture,
+	}
+	if bells != nil {
+		cmd.ExtraFiles = bells.ChildFiles()
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, ws.tokenFile)
+	proc, err := r.spawner.Start(ctx, cmd)
+	if bells != nil {
+		_ = bells.CloseChildEnds()
+	}
+	if err != nil {
+		r.closeCapture(capture)
+		return nil, nil, err
+	}
+	return proc, capture, nil
+}
+
+// closeCapture ends a capture and lets the reaper have its spill.
+func (r *Runtime) closeCapture(capture *proc.Capture) {
+	_ = capture.Close()
+	if p := capture.Result().SpillPath; p != "" {
+		r.releaseSpill(p)
+	}
+}
+
+// bridge is the configuration of the run's helper-call pump.
+func (p perCallRunner) bridge(rn run, ws workspace, bells *bell.Pair, sc *proc.Scrubber, policy pump.Policy, approvals *approval.Broker) pump.Config {
+	r := p.r
+	return pump.Config{
 		Policy:          policy,
 		Approvals:       approvals,
-		ApprovalContext: pump.ApprovalContext{Timeout: r.cfg.ApprovalTimeout(), Caller: call.ApprovalTag},
+		ApprovalContext: pump.ApprovalContext{Timeout: r.cfg.ApprovalTimeout(), Caller: rn.call.ApprovalTag},
 		Dir:             ws.rpc,
 		Token:           ws.token,
 		Tools:           r.innerTools(),
 		MaxCalls:        r.cfg.MaxRPCCalls,
 		MaxResultBytes:  r.cfg.MaxRPCResultBytes,
 		MaxParallel:     r.cfg.MaxParallelRPC,
-		OnNotify:        call.Notify,
+		OnNotify:        rn.call.Notify,
 		ScrubNotify:     sc.String,
 		OnFrameRefused:  r.bridgeDenied,
 		OnRoundTrip:     r.metrics.ObserveRoundTrip,
 		Bells:           bells,
 		Logger:          &r.log,
 	}
-	stats := pump.StartRun(runCtx, pcfg, proc.Done()).Wait()
-	<-proc.Done()
-
-	o := runOutcome{
-		exit:    proc.Exit(),
-		stats:   stats,
-		timeout: timeout,
-		blocks:  pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied),
-	}
-	o.exc, _ = pump.ReadException(ws.rpc, ws.token, r.bridgeDenied)
-	if killed.Load() {
-		switch {
-		case ctx.Err() != nil || r.base.Err() != nil:
-			o.cancelled = true
-		case errors.Is(runCtx.Err(), context.DeadlineExceeded):
-			o.timedOut = true
-		}
-	}
-	o.out = capture.Result()
-
-	res := r.formatPerCall(o, sc)
-	var exitCode *int
-	if res.Details != nil {
-		exitCode = res.Details.ExitCode
-	}
-	r.bus.Emit(telemetry.ExecuteCodeStop{Duration: time.Since(started), RPCCalls: stats.Calls, RPCDenied: stats.Denied, ExitCode: exitCode})
-	return res, nil
 }
 
-func (r *Runtime) limits() proc.Limits {
-	return proc.Limits{
-		CPUSeconds: r.cfg.CPULimitSeconds,
-		MemoryMB:   r.cfg.MemoryLimitMB,
-		FsizeMB:    r.cfg.FsizeLimitMB,
-		NProc:      r.cfg.NprocLimit,
-	}
-}
-
-// formatPerCall builds the model-visible result of a per-call run
-// (bridge.md §1.8–1.9 with design.md's rulings).
-//
-// The output was scrubbed as it streamed; the blocks are scrubbed here, by
-// the same scrubber.
-func (r *Runtime) formatPerCall(o runOutcome, sc *proc.Scrubber) Result {
-	d := &Details{
-		Truncated: o.out.Truncated,
-		RPCCalls:  o.stats.Calls,
-		RPCDenied: o.stats.Denied,
-		RPCErrors: o.stats.Errors,
-		RPCBytes:  o.stats.Bytes,
-		RPCTools:  append([]string{}, o.stats.SortedTools()...),
-	}
-	sp := spillOf(o.out)
-	d.FullOutputPath = sp.path
-	out := o.out.Text
-	blocks := scrubAll(sc, o.blocks)
-
-	var headline string
-	switch {
-	case o.cancelled:
-		headline, d.KilledBy = cancelledLine, "cancelled"
-	case o.timedOut:
-		headline, d.KilledBy = fmt.Sprintf("Script timed out after %dms.", o.timeout.Milliseconds()), "timeout"
-	default:
-		code := o.exit.Code
-		d.ExitCode = &code
-		d.KilledBy = proc.KilledBy(o.exit, r.limits(), o.exc.Type, o.exc.Errno, false, false)
-		if h := proc.LimitHeadline(d.KilledBy, r.limits(), o.exit); h != "" {
-			headline = h
-		} else if code != 0 {
-			headline = fmt.Sprintf("Script exited with code %d", code)
-		}
-	}
-
-	var text string
-	if len(blocks) > 0 {
-		text = assemble(headline, blocks, out, sp)
-	} else {
-		text = historicText(headline, out, sp, o.cancelled || o.timedOut)
-	}
-	trust := Trusted
-	if _, web := o.stats.ToolsUsed["webfetch"]; web || o.stats.Untrusted {
-		trust = Untrusted
-	}
-	return textResult(text, d, trust, blocks)
-}
-
-// historicText is the stdout-only result of a run without text() blocks
-// (bridge.md §1.9.1), kept byte-for-byte.
-func historicText(headline, out string, sp spillNote, stopped bool) string {
-	body := withMarker(out, sp)
-	switch {
-	case stopped:
-		if body == "" {
-			return headline
-		}
-		return headline + "\n\n" + body
-	case headline == "":
-		if out == "" {
-			return noOutput
-		}
-		return body
-	case out == "":
-		return headline
-	default:
-		return body + "\n\n" + headline
-	}
+// servePerCall answers the run's helper calls until done is closed or
+// ctx ends, and returns their accounting.
+func (r *Runtime) servePerCall(ctx context.Context, cfg pump.Config, done <-chan struct{}) pump.Stats {
+	return pump.StartRun(ctx, cfg, done).Wait()
 }

@@ -57,15 +57,15 @@ type Details struct {
 	FullOutputPath string   `json:"full_output_path,omitempty"`
 	Persistent     bool     `json:"persistent"`
 	ResetPerformed bool     `json:"reset_performed"`
-	KilledBy       string   `json:"killed_by,omitempty"`
+	KilledBy       KilledBy `json:"killed_by,omitempty"`
 
 	// Session mode and fallback keys.
-	KernelReused      *bool  `json:"kernel_reused,omitempty"`
-	StateRetained     *bool  `json:"state_retained,omitempty"`
-	DurationMS        *int64 `json:"duration_ms,omitempty"`
-	Reason            string `json:"reason,omitempty"`
-	RPCAccountingLoss bool   `json:"rpc_accounting_loss,omitempty"`
-	FallbackReason    string `json:"fallback_reason,omitempty"`
+	KernelReused      *bool          `json:"kernel_reused,omitempty"`
+	StateRetained     *bool          `json:"state_retained,omitempty"`
+	DurationMS        *int64         `json:"duration_ms,omitempty"`
+	Reason            Reason         `json:"reason,omitempty"`
+	RPCAccountingLoss bool           `json:"rpc_accounting_loss,omitempty"`
+	FallbackReason    FallbackReason `json:"fallback_reason,omitempty"`
 }
 
 const (
@@ -154,4 +154,27 @@ func textResult(text string, d *Details, trust string, blocks []string) Result {
 		blocks = []string{}
 	}
 	return Result{Content: []Content{{Type: "text", Text: text}}, Details: d, Trust: trust, Blocks: blocks}
+}
+
+// historicText is the stdout-only result of a run without text() blocks
+// (bridge.md §1.9.1), kept byte-for-byte; leads puts the headline of a
+// stopped run before the output.
+func historicText(headline, out string, sp spillNote, leads bool) string {
+	body := withMarker(out, sp)
+	switch {
+	case leads:
+		if body == "" {
+			return headline
+		}
+		return headline + "\n\n" + body
+	case headline == "":
+		if out == "" {
+			return noOutput
+		}
+		return body
+	case out == "":
+		return headline
+	default:
+		return body + "\n\n" + headline
+	}
 }

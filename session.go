@@ -3,9 +3,9 @@ package executecode
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/executecode/executecode/actors"
@@ -129,60 +129,35 @@ func (r *Runtime) kernelWorkspace() (string, error) {
 	return privatetmp.ReserveDir(rs.work.Path(), "lemon-pyrepl")
 }
 
-// cellOutcome is how a session call ended before formatting.
-type cellOutcome struct {
-	res            kernelworker.CellResult
-	replied        bool
-	timedOut       bool
-	cancelled      bool
-	ownerGone      bool
-	stats          pump.Stats
-	statsLost      bool
-	blocks         []string
-	reused         bool
-	resetPerformed bool
-	timeout        time.Duration
-	started        time.Time
-}
+// sessionRunner runs each call as a cell on its owner's kernel
+// (bridge.md §1.7, kernel.md §1.1). It gives up with a *notStarted only
+// before any submitted code can have started.
+type sessionRunner struct{ r *Runtime }
 
-// runSession runs call as a cell on the owner's kernel (bridge.md §1.7,
-// kernel.md §1.1). It falls back to a fresh process only before any
-// submitted code can have started.
-func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Result, error) {
-	started := time.Now()
-	timeout := r.effectiveTimeout(call.TimeoutMS)
-	deadline := started.Add(timeout)
-	o := call.Owner
-	if o == nil || o.detached.Load() {
-		return r.runFallback(ctx, call, python, FallbackMissingScope, started, false)
+func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
+	r, owner := s.r, rn.scope
+	if owner == nil || owner.detached.Load() {
+		return outcome{}, &notStarted{step: stepScope, err: errNoScope}
 	}
-	key, err := registry.NewKey(o.scope.SessionID, o.scope.AgentID, r.rootDir, python, r.cfg.Tools)
+	key, err := registry.NewKey(owner.scope.SessionID, owner.scope.AgentID, r.rootDir, rn.python, r.cfg.Tools)
 	if err != nil {
-		return r.sessionFailure(ReasonInvalidSessionKey, "Script did not run: the session's kernel key is invalid ("+r.scrubError(err)+").", true, started, false), nil
+		return notRun(rn, ReasonInvalidSessionKey, "Script did not run: the session's kernel key is invalid ("+r.scrubError(err)+").", true, false), nil
 	}
-	tree := o.tree
-	reqCtx, cancelReq := context.WithDeadline(ctx, deadline)
+	reqCtx, cancelReq := context.WithDeadline(ctx, rn.deadline)
 	defer cancelReq()
 
-	resetPerformed := false
-	if call.Reset {
-		rr, err := tree.Registry.Reset(reqCtx, key, o.owner)
-		switch {
-		case errors.Is(err, registry.ErrUnavailable):
-			return r.runFallback(ctx, call, python, FallbackRegistryUnavailable, started, false)
-		case errors.Is(err, registry.ErrStopFailed):
-			// The old kernel could not be confirmed gone: running on a
-			// new one could race it, running isolated cannot.
-			return r.runFallback(ctx, call, python, FallbackStopFailed, started, false)
-		case err != nil:
-			return r.sessionFailure(ReasonResetFailed, "Script did not run: the session's kernel could not be reset ("+r.scrubError(err)+").", false, started, false), nil
-		}
-		resetPerformed = rr.Performed
+	resetPerformed, err := s.reset(reqCtx, rn, key)
+	var refused *resetRefused
+	if errors.As(err, &refused) {
+		return notRun(rn, ReasonResetFailed, "Script did not run: the session's kernel could not be reset ("+r.scrubError(err)+").", false, false), nil
+	}
+	if err != nil {
+		return outcome{}, &notStarted{step: stepReset, err: err}
 	}
 
 	ws, err := r.stageCellBridge()
 	if err != nil {
-		return r.runFallback(ctx, call, python, FallbackStartupFailed, started, resetPerformed)
+		return outcome{}, &notStarted{step: stepBridge, err: err, resetPerformed: resetPerformed}
 	}
 	defer privatetmp.Teardown(ws.base, privatetmp.LabelCellBridge, &r.log)
 
@@ -190,55 +165,29 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	// The worker times the cell out at the deadline itself, queued or
 	// running; the grace past it covers the kernel's end, which the
 	// worker's answer waits for, and only a wedged worker meets it.
-	cellCtx, cancelCell := context.WithDeadline(ctx, deadline.Add(replyGrace))
+	cellCtx, cancelCell := context.WithDeadline(ctx, rn.deadline.Add(replyGrace))
 	defer cancelCell()
 	defer context.AfterFunc(r.base, cancelCell)()
 
-	alloc, err := tree.Registry.Acquire(reqCtx, registry.AcquireRequest{
-		Key: key, Owner: o.owner, Caller: cellCtx,
-		MaxLiveKernels: r.cfg.MaxLiveKernels, IdleTimeout: r.cfg.KernelIdleTimeout(),
-		Worker: registry.WorkerOptions{
-			InterpreterConfigured: python,
-			HelperSource:          r.helperSource,
-			MaxQueuedCells:        r.cfg.MaxQueuedCellsPerKernel,
-			MaxOutputBytes:        r.cfg.MaxOutputBytes,
-			Limits:                r.kernelLimits(),
-		},
-	})
-	switch {
-	case errors.Is(err, registry.ErrCapacityExhausted):
-		return r.runFallback(ctx, call, python, FallbackCapacityExhausted, started, resetPerformed)
-	case errors.Is(err, registry.ErrStartupFailed):
-		return r.runFallback(ctx, call, python, FallbackStartupFailed, started, resetPerformed)
-	case err != nil:
-		return r.runFallback(ctx, call, python, FallbackRegistryUnavailable, started, resetPerformed)
+	alloc, err := s.acquire(reqCtx, cellCtx, rn, key)
+	if err != nil {
+		return outcome{}, &notStarted{step: stepAcquire, err: err, resetPerformed: resetPerformed}
 	}
 	defer func() {
 		relCtx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 		defer cancel()
-		_ = tree.Registry.Release(relCtx, alloc.Lease)
+		_ = owner.tree.Registry.Release(relCtx, alloc.Lease)
 	}()
 
 	// The cell's one scrubber: its bridge and token, the kernel's
 	// workspace (where the runner and the helpers' __file__ live) and the
 	// staging root. The worker applies it to the output as it streams and
-	// to the exception; the rest is rewritten here.
+	// to the exception; the rest is rewritten in format.
 	sc := newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},
 		scrubTarget{ws.base, workspaceName}, scrubTarget{alloc.Workspace, workspaceName})
-	policy, approvals, err := r.gate()
+	srv, err := s.serve(rn, ws, alloc, sc)
 	if err != nil {
-		return r.sessionFailure(ReasonRPCStartFailed, "Script did not run: its helper bridge could not start ("+sc.String(err.Error())+").", true, started, resetPerformed), nil
-	}
-	srv, err := pump.StartServer(pump.Config{
-		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(),
-		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
-		OnNotify: call.Notify, ScrubNotify: sc.String, Bells: alloc.Bells, Logger: &r.log,
-		OnAuthFailure: r.bridgeDenied, OnFrameRefused: r.bridgeDenied, OnRoundTrip: r.metrics.ObserveRoundTrip,
-		Policy: policy, Approvals: approvals,
-		ApprovalContext: pump.ApprovalContext{SessionID: o.scope.SessionID, AgentID: o.scope.AgentID, Timeout: r.cfg.ApprovalTimeout(), Caller: call.ApprovalTag},
-	})
-	if err != nil {
-		return r.sessionFailure(ReasonRPCStartFailed, "Script did not run: its helper bridge could not start ("+sc.String(err.Error())+").", true, started, resetPerformed), nil
+		return notRun(rn, ReasonRPCStartFailed, "Script did not run: its helper bridge could not start ("+sc.String(err.Error())+").", true, resetPerformed), nil
 	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), serverTimeout)
@@ -246,6 +195,88 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 		srv.Stop(stopCtx)
 	}()
 
+	o, neverReady := s.execute(ctx, cellCtx, rn, ws, alloc, sc)
+	o.cell.reused, o.cell.resetPerformed = alloc.Reused, resetPerformed
+	// No helper call outlives its cell.
+	abortCtx, cancelAbort := context.WithTimeout(context.Background(), serverTimeout)
+	defer cancelAbort()
+	srv.Abort(abortCtx)
+	o.stats, err = srv.DrainAndStats(abortCtx)
+	o.statsLost = err != nil
+	o.blocks = pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied)
+	if neverReady {
+		// Queued on a kernel that never became ready: nothing started. (A
+		// kernel that died after it was ready is a dead worker, which the
+		// seed says is never retried or fallen back.)
+		return outcome{}, &notStarted{step: stepStart, err: registry.ErrStartupFailed, resetPerformed: resetPerformed}
+	}
+	return o, nil
+}
+
+// resetRefused is a reset the registry refused: the call ends unrun. Any
+// other reset error (the registry did not answer, or could not confirm
+// the old kernel gone) leaves running isolated.
+type resetRefused struct{ err error }
+
+func (e *resetRefused) Error() string { return e.err.Error() }
+func (e *resetRefused) Unwrap() error { return e.err }
+
+// reset discards the kernel of key when the call asks for it, and says
+// whether there was one to discard.
+func (s sessionRunner) reset(ctx context.Context, rn run, key registry.Key) (bool, error) {
+	if !rn.call.Reset {
+		return false, nil
+	}
+	rr, err := rn.scope.tree.Registry.Reset(ctx, key, rn.scope.owner)
+	switch {
+	case errors.Is(err, registry.ErrUnavailable), errors.Is(err, registry.ErrStopFailed):
+		return false, err
+	case err != nil:
+		return false, &resetRefused{err}
+	}
+	return rr.Performed, nil
+}
+
+// acquire leases the kernel of key for the cell whose caller is cellCtx.
+func (s sessionRunner) acquire(ctx, cellCtx context.Context, rn run, key registry.Key) (registry.Allocation, error) {
+	r := s.r
+	return rn.scope.tree.Registry.Acquire(ctx, registry.AcquireRequest{
+		Key: key, Owner: rn.scope.owner, Caller: cellCtx,
+		MaxLiveKernels: r.cfg.MaxLiveKernels, IdleTimeout: r.cfg.KernelIdleTimeout(),
+		Worker: registry.WorkerOptions{
+			InterpreterConfigured: rn.python,
+			HelperSource:          r.helperSource,
+			MaxQueuedCells:        r.cfg.MaxQueuedCellsPerKernel,
+			MaxOutputBytes:        r.cfg.MaxOutputBytes,
+			Limits:                kernelLimits(rn.limits),
+		},
+	})
+}
+
+// serve starts the cell's helper-call server on its bridge, with the
+// kernel's doorbells.
+func (s sessionRunner) serve(rn run, ws workspace, alloc registry.Allocation, sc *proc.Scrubber) (*pump.Server, error) {
+	r, scope := s.r, rn.scope.scope
+	policy, approvals, err := r.gate()
+	if err != nil {
+		return nil, err
+	}
+	return pump.StartServer(pump.Config{
+		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(),
+		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
+		OnNotify: rn.call.Notify, ScrubNotify: sc.String, Bells: alloc.Bells, Logger: &r.log,
+		OnAuthFailure: r.bridgeDenied, OnFrameRefused: r.bridgeDenied, OnRoundTrip: r.metrics.ObserveRoundTrip,
+		Policy: policy, Approvals: approvals,
+		ApprovalContext: pump.ApprovalContext{SessionID: scope.SessionID, AgentID: scope.AgentID, Timeout: r.cfg.ApprovalTimeout(), Caller: rn.call.ApprovalTag},
+	})
+}
+
+// execute sends the cell to its kernel's worker and waits for the answer,
+// or for the call, the deadline or the lease to end first; it says how the
+// cell ended, and whether the worker answered that its kernel never became
+// ready.
+func (s sessionRunner) execute(ctx, cellCtx context.Context, rn run, ws workspace, alloc registry.Allocation, sc *proc.Scrubber) (o outcome, neverReady bool) {
+	r := s.r
 	// The cell lives as long as both the call and the lease: the registry
 	// ends the lease when its owner leaves, which takes a queued cell out
 	// of the queue and discards the kernel under an active one.
@@ -253,61 +284,99 @@ func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Res
 	defer cancelExec()
 	defer context.AfterFunc(alloc.Lease.Context(), cancelExec)()
 	reply := alloc.Worker.Execute(execCtx, kernelworker.Cell{
-		Code:      shimpy.RenderScript(call.Script, r.cfg.Tools),
+		Code:      shimpy.RenderScript(rn.call.Script, r.cfg.Tools),
 		Bridge:    &kernelworker.Bridge{Dir: ws.rpc, Token: ws.token, MaxTextBytes: r.cfg.MaxTextBytes},
 		Scrub:     sc,
-		Timeout:   max(time.Until(deadline), time.Millisecond),
-		Deadline:  deadline,
+		Timeout:   max(time.Until(rn.deadline), time.Millisecond),
+		Deadline:  rn.deadline,
 		CPUBudget: time.Duration(r.cfg.CPULimitSeconds) * time.Second,
 	})
-	call.Queued()
+	rn.call.Queued()
 
-	out := cellOutcome{reused: alloc.Reused, resetPerformed: resetPerformed, timeout: timeout, started: started}
+	var res kernelworker.CellResult
+	replied, stopped := false, endOK
 	select {
-	case out.res = <-reply:
-		out.replied = true
+	case res = <-reply:
+		replied = true
 	case <-execCtx.Done():
 		switch {
 		case ctx.Err() != nil || r.base.Err() != nil:
-			out.cancelled = true
+			stopped = endCancelled
 		case cellCtx.Err() != nil:
-			out.timedOut = true
+			stopped = endTimeout
 		default:
-			out.ownerGone = true
+			stopped = endOwnerGone
 		}
-		if !out.timedOut {
+		if stopped != endTimeout {
 			// The worker answers once the kernel it discards is gone: no
 			// process of the cell outlives the call. (A timed-out wait
 			// already gave a wedged worker its grace.)
 			t := time.NewTimer(replyGrace)
 			select {
-			case out.res = <-reply:
-				out.replied = true
+			case res = <-reply:
+				replied = true
 			case <-t.C:
 			}
 			t.Stop()
 		}
 	}
-	if !out.cancelled && !out.timedOut && o.detached.Load() && endedByOwner(out.res) {
+	if stopped == endOK && rn.scope.detached.Load() && endedByOwner(res) {
 		// The owner detached under the cell: the worker's answer (the
 		// kernel stopped, the queue dropped) is the detach's doing.
-		out.ownerGone = true
+		stopped = endOwnerGone
 	}
-	// No helper call outlives its cell.
-	abortCtx, cancelAbort := context.WithTimeout(context.Background(), serverTimeout)
-	defer cancelAbort()
-	srv.Abort(abortCtx)
-	out.stats, err = srv.DrainAndStats(abortCtx)
-	out.statsLost = err != nil
-	out.blocks = pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied)
+	o = outcome{ran: !replied || res.RequestID != "", scrub: sc, timeout: rn.timeout, started: rn.started,
+		cell: &cellFacts{retained: replied && res.StateRetained}}
+	if replied {
+		o.output, o.killedBy, o.exception, o.exit = res.Output, KilledBy(res.KilledBy), res.Exception, res.Exit
+	}
+	switch stopped {
+	case endCancelled:
+		o.end, o.killedBy = endCancelled, KilledByCancelled
+	case endTimeout:
+		o.end, o.killedBy = endTimeout, KilledByTimeout
+	case endOwnerGone:
+		o.end, o.killedBy = endOwnerGone, KilledByOwnerGone
+	default:
+		cellEnding(&o, res)
+	}
+	return o, replied && res.Reason == kernelworker.ReasonStartupFailed
+}
 
-	if out.replied && out.res.Reason == kernelworker.ReasonStartupFailed {
-		// Queued on a kernel that never became ready: nothing started. (A
-		// kernel that died after it was ready is a dead worker, which the
-		// seed says is never retried or fallen back.)
-		return r.runFallback(ctx, call, python, FallbackStartupFailed, started, resetPerformed)
+// cellEnding says how a cell the worker answered ended. A SystemExit or a
+// traceback extends the cell's output as python3 would.
+func cellEnding(o *outcome, res kernelworker.CellResult) {
+	exc := res.Exception
+	switch res.Reason {
+	case "":
+		o.end, o.exitCode = endOK, intPtr(0)
+	case kernelworker.ReasonException:
+		if exc != nil && exc.Kind == "system_exit" {
+			code, printed := systemExitCode(exc.Message)
+			o.output.Text += printed
+			o.end, o.exitCode = endExit, intPtr(code)
+			return
+		}
+		code := 1
+		if exc != nil && exc.Kind == "interrupted" {
+			code = 128 + int(syscall.SIGINT) // python3 re-raises it as SIGINT on itself
+		}
+		if exc != nil {
+			o.output.Text = withTraceback(o.output.Text, exc.Traceback)
+		}
+		o.end, o.exitCode = endException, intPtr(code)
+	case kernelworker.ReasonPortExit:
+		o.end = endCrashed
+		if o.ran && res.Exit != nil {
+			o.exitCode = intPtr(res.Exit.Code)
+		}
+	default:
+		e, known := cellEndings[res.Reason]
+		if !known {
+			e, o.reason = endUnknown, Reason(res.Reason)
+		}
+		o.end = e
 	}
-	return r.formatSession(out, sc), nil
 }
 
 // stageCellBridge reserves a cell's private bridge: a base directory, its
@@ -331,21 +400,16 @@ func (r *Runtime) stageCellBridge() (ws workspace, err error) {
 
 // kernelLimits are the per-kernel rlimits: the CPU limit is a per-cell
 // budget the worker manages with prlimit, so the hard limit stays open.
-func (r *Runtime) kernelLimits() proc.Limits {
-	l := r.limits()
+func kernelLimits(l proc.Limits) proc.Limits {
 	l.CPUHardUnlimited = true
 	return l
 }
 
-// sessionFailure is the result of a session call that failed around the
-// cell, before any code ran; retained says whether the kernel's state is
-// untouched.
-func (r *Runtime) sessionFailure(reason, headline string, retained bool, started time.Time, resetPerformed bool) Result {
-	no := false
-	ms := max(time.Since(started).Milliseconds(), 0)
-	d := &Details{Persistent: true, KernelReused: &no, StateRetained: &retained, DurationMS: &ms,
-		ResetPerformed: resetPerformed, Reason: reason, RPCTools: []string{}}
-	return textResult(withState(headline, retained, false), d, Trusted, nil)
+// notRun is a session call that failed around its cell before any code
+// ran; retained says whether the kernel's state is untouched.
+func notRun(rn run, reason Reason, note string, retained, resetPerformed bool) outcome {
+	return outcome{end: endNotRun, reason: reason, note: note, timeout: rn.timeout, started: rn.started,
+		cell: &cellFacts{retained: retained, resetPerformed: resetPerformed}}
 }
 
 // endedByOwner says whether res is how the worker answers a cell whose
@@ -356,81 +420,6 @@ func endedByOwner(res kernelworker.CellResult) bool {
 		return true
 	}
 	return res.KilledBy == kernelworker.KilledByOwnerGone
-}
-
-// formatSession builds the model-visible result of a cell, laid out and
-// worded as a per-call run's where the ending exists in both modes
-// (headline, text() blocks, then the labelled diagnostics tail; an exit's
-// headline after the output when there are no blocks), except that an
-// exception keeps its leading "Script raised" headline; every ending that
-// loses the state says so. state_retained only when the worker said so.
-// The worker scrubbed and sanitized the output and the exception with sc;
-// the blocks are scrubbed here.
-func (r *Runtime) formatSession(o cellOutcome, sc *proc.Scrubber) Result {
-	res := o.res
-	retained := o.replied && res.StateRetained
-	ran := !o.replied || res.RequestID != ""
-	reused := o.reused
-	ms := max(time.Since(o.started).Milliseconds(), 0)
-	d := &Details{
-		Persistent: true, KernelReused: &reused, StateRetained: &retained, DurationMS: &ms,
-		ResetPerformed: o.resetPerformed,
-		RPCCalls:       o.stats.Calls, RPCDenied: o.stats.Denied, RPCErrors: o.stats.Errors, RPCBytes: o.stats.Bytes,
-		RPCTools:          append([]string{}, o.stats.SortedTools()...),
-		RPCAccountingLoss: o.stats.AccountingLoss || o.statsLost,
-	}
-	out := ""
-	var sp spillNote
-	if o.replied {
-		d.Truncated = res.Output.Truncated
-		sp = spillOf(res.Output)
-		d.FullOutputPath = sp.path
-		out = res.Output.Text
-		d.Reason, d.KilledBy = publicReason(res), res.KilledBy
-	}
-	blocks := scrubAll(sc, o.blocks)
-
-	var e ending
-	switch {
-	case o.cancelled:
-		d.Reason, d.KilledBy = ReasonCancelled, KilledByCancelled
-		h := cancelledLine
-		if !ran {
-			h = "Script cancelled before it started."
-		}
-		e = ending{headline: withState(h, retained, ran), stopped: true}
-	case o.timedOut:
-		d.Reason, d.KilledBy = ReasonTimeout, KilledByTimeout
-		e = ending{headline: withState(timedOutLine(o.timeout), retained, ran), stopped: true}
-	case o.ownerGone:
-		d.Reason, d.KilledBy = ReasonOwnerGone, KilledByOwnerGone
-		h := ownerGoneLine
-		if !ran {
-			h = "Script did not run: its session was detached."
-		}
-		e = ending{headline: withState(h, retained, ran), stopped: true}
-	default:
-		e = r.cellEnding(res, o.timeout, retained, ran, &out)
-	}
-	d.ExitCode = e.exitCode
-
-	var text string
-	if len(blocks) > 0 {
-		text = assemble(e.headline, blocks, out, sp)
-	} else {
-		text = historicText(e.headline, out, sp, e.stopped)
-	}
-	trust := Trusted
-	if _, web := o.stats.ToolsUsed["webfetch"]; web || o.stats.Untrusted || d.RPCAccountingLoss {
-		trust = Untrusted
-	}
-	return textResult(text, d, trust, blocks)
-}
-
-const ownerGoneLine = "Script cancelled: its session was detached."
-
-func timedOutLine(d time.Duration) string {
-	return fmt.Sprintf("Script timed out after %dms.", d.Milliseconds())
 }
 
 // withTraceback appends the runner's filtered traceback to the captured

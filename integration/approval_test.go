@@ -50,7 +50,7 @@ func TestScriptTimeoutCancelsItsPendingPrompt(t *testing.T) {
 	e := newEnv(t, map[string]string{"a.txt": "a"}, withConfig(gated), withRuntimeOption(executecode.WithApprover(w)))
 	// The timeout leaves python time to reach its call on a slow machine.
 	res := e.run("read('a.txt')\n", 5000)
-	assert.Equal(t, "timeout", res.Details.KilledBy)
+	assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 	id := w.lastID()
 	require.NotEmpty(t, id)
 	assert.ErrorIs(t, e.rt.ResolveApproval(id, approval.ApproveGlobal), approval.ErrNotPending)

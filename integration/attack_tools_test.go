@@ -170,7 +170,7 @@ text("never")
 			elapsed := time.Since(start)
 			cancel()
 			assert.Equal(t, []string{"planted"}, res.Blocks)
-			assert.Equal(t, how, res.Details.KilledBy)
+			assert.Equal(t, how, string(res.Details.KilledBy))
 			assert.Less(t, elapsed, timeout*time.Millisecond+5*time.Second, "the run ends by its deadline or cancel")
 			// The helper's goroutine ended with its context.
 			goleak.VerifyNone(t, before)

@@ -97,7 +97,7 @@ func comparable(r executecode.Result) conformed {
 	}
 	return conformed{
 		Text: text, Blocks: r.Blocks, ExitCode: d.ExitCode, Truncated: d.Truncated, Spilled: d.FullOutputPath != "",
-		KilledBy: d.KilledBy, RPCCalls: d.RPCCalls, RPCDenied: d.RPCDenied, RPCErrors: d.RPCErrors, RPCBytes: d.RPCBytes,
+		KilledBy: string(d.KilledBy), RPCCalls: d.RPCCalls, RPCDenied: d.RPCDenied, RPCErrors: d.RPCErrors, RPCBytes: d.RPCBytes,
 		RPCTools: d.RPCTools,
 	}
 }

@@ -179,7 +179,7 @@ func TestSessionTimeoutAndCancelReachEveryProcessOfTheKernelGroup(t *testing.T) 
 			res := receive(t, ch, time.Duration(timeoutMS)*time.Millisecond+escalation)
 			assert.False(t, boolp(res.Details.StateRetained))
 			want := map[bool]string{false: "timeout", true: "cancelled"}[tc.cancel]
-			assert.Equal(t, want, res.Details.KilledBy)
+			assert.Equal(t, want, string(res.Details.KilledBy))
 			assert.Equal(t, []string{"spawned"}, res.Blocks)
 
 			bound := time.Duration(timeoutMS)*time.Millisecond + escalation
@@ -216,7 +216,7 @@ func TestOwnerDeathMidCellDiscardsTheKernelAndAnswersItsQueue(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, o.Detach(context.Background()))
 	res := receive(t, running, escalation)
-	assert.Equal(t, "owner_gone", res.Details.KilledBy)
+	assert.Equal(t, executecode.KilledByOwnerGone, res.Details.KilledBy)
 	assert.False(t, boolp(res.Details.StateRetained))
 	assert.Equal(t, []string{"running"}, res.Blocks)
 	for i, ch := range queued {
@@ -259,7 +259,7 @@ func TestStoppedKernelIsDetectedAndDiscardedAtTheDeadline(t *testing.T) {
 		ch := e.asyncCell(context.Background(), o, writePID("kernel.pid")+"import signal\ntext('stopping')\nos.kill(os.getpid(), signal.SIGSTOP)\n", 1500)
 		kernel := pidFile(t, filepath.Join(e.root, "kernel.pid"))
 		res := receive(t, ch, 1500*time.Millisecond+escalation)
-		assert.Equal(t, "timeout", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 		assert.True(t, strings.HasPrefix(res.Text(), "Script timed out after 1500ms."), res.Text())
 		assert.Empty(t, proctest.WaitGone([]int{kernel}, time.Until(start.Add(1500*time.Millisecond+escalation))))
 		assert.Equal(t, []string{"False"}, e.cell(o, "text(str('kept' in dir()))").Blocks)
@@ -273,7 +273,7 @@ func TestStoppedKernelIsDetectedAndDiscardedAtTheDeadline(t *testing.T) {
 		start := time.Now()
 		res := e.cell(o, "text('never')", 1500)
 		assert.Less(t, time.Since(start), 1500*time.Millisecond+escalation)
-		assert.Equal(t, "timeout", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 		assert.Empty(t, res.Blocks)
 		assert.Empty(t, proctest.WaitGone([]int{kernel}, time.Until(start.Add(1500*time.Millisecond+escalation))))
 		assert.Equal(t, []string{"False"}, e.cell(o, "text(str('kept' in dir()))").Blocks)
@@ -283,7 +283,7 @@ func TestStoppedKernelIsDetectedAndDiscardedAtTheDeadline(t *testing.T) {
 		start := time.Now()
 		res := e.run("import os, signal\ntext('stopping')\nos.kill(os.getpid(), signal.SIGSTOP)\n", 1500)
 		assert.Less(t, time.Since(start), 1500*time.Millisecond+escalation)
-		assert.Equal(t, "timeout", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 		assert.Equal(t, []string{"stopping"}, res.Blocks)
 	})
 }
@@ -341,7 +341,7 @@ func TestLimitKillsSayWhichLimitInBothModes(t *testing.T) {
 	const alloc = "text('allocating')\nx = bytearray(1 << 30)\n"
 	t.Run("cpu per call", func(t *testing.T) {
 		res := newEnv(t, nil, withConfig(cpu)).run(spin, 20000)
-		assert.Equal(t, "cpu_limit", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByCPULimit, res.Details.KilledBy)
 		assert.True(t, strings.HasPrefix(res.Text(), "Script killed: CPU limit (1 s) exceeded."), res.Text())
 		assert.Equal(t, []string{"spinning"}, res.Blocks)
 	})
@@ -349,14 +349,14 @@ func TestLimitKillsSayWhichLimitInBothModes(t *testing.T) {
 		e := sessionEnv(t, nil, withConfig(cpu))
 		o := e.attach("s1")
 		res := e.cell(o, spin, 20000)
-		assert.Equal(t, "cpu_limit", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByCPULimit, res.Details.KilledBy)
 		assert.False(t, boolp(res.Details.StateRetained))
 		assert.True(t, strings.HasPrefix(res.Text(), "Script killed: CPU limit (1 s) exceeded."), res.Text())
 		assert.Equal(t, []string{"spinning"}, res.Blocks)
 	})
 	t.Run("memory per call", func(t *testing.T) {
 		res := newEnv(t, nil, withConfig(mem)).run(alloc, 20000)
-		assert.Equal(t, "memory_limit", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByMemoryLimit, res.Details.KilledBy)
 		assert.True(t, strings.HasPrefix(res.Text(), "Script killed: memory limit (256 MB) exceeded."), res.Text())
 		assert.Equal(t, []string{"allocating"}, res.Blocks)
 	})
@@ -365,7 +365,7 @@ func TestLimitKillsSayWhichLimitInBothModes(t *testing.T) {
 		o := e.attach("s1")
 		e.cell(o, "kept = 1")
 		res := e.cell(o, alloc, 20000)
-		assert.Equal(t, "memory_limit", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByMemoryLimit, res.Details.KilledBy)
 		assert.Contains(t, res.Text(), "MemoryError")
 		assert.Equal(t, []string{"allocating"}, res.Blocks)
 		assert.True(t, boolp(res.Details.StateRetained), "a MemoryError is an exception: the kernel survives it")
@@ -494,7 +494,7 @@ except KeyboardInterrupt:
     open("interrupted", "w").close()
     raise
 `, 1500)
-	assert.Equal(t, "timeout", res.Details.KilledBy)
+	assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 	assert.Eventually(t, func() bool {
 		_, err := os.Stat(filepath.Join(e.root, "interrupted"))
 		return err == nil
@@ -545,7 +545,7 @@ func TestChildInAGroupOfItsOwnDoesNotOutliveItsRun(t *testing.T) {
 		e := sessionEnv(t, nil)
 		o := e.attach("s1")
 		res := e.cell(o, writePID("py.pid")+regrouped("child.pid")+"import time\ntext('spawned')\ntime.sleep(60)\n", 1000)
-		assert.Equal(t, "timeout", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 		child := pidFile(t, filepath.Join(e.root, "child.pid"))
 		assert.Empty(t, proctest.WaitGone([]int{child}, 3*time.Second), "the regrouped child must not outlive its kernel")
 	})

@@ -62,7 +62,7 @@ func TestPerCallHopperIsDeadWhenTheResultReturns(t *testing.T) {
 			left := scriptProcesses(e.mark)
 			free := proctest.LockFree(t, lock)
 			require.Equal(t, []string{"hopping"}, res.Blocks, res.Text())
-			assert.Equal(t, tc.killedBy, res.Details.KilledBy)
+			assert.Equal(t, tc.killedBy, string(res.Details.KilledBy))
 			assert.True(t, free, "a generation of the hopper outlived the result")
 			assert.Empty(t, left, "no process of the run may outlive its result")
 		})
@@ -92,7 +92,7 @@ func TestSessionHopperIsDeadWhenTheKernelEnds(t *testing.T) {
 				// The timed-out cell's result comes once its kernel is
 				// gone, and with it every generation.
 				free := proctest.LockFree(t, lock)
-				assert.Equal(t, "timeout", res.Details.KilledBy)
+				assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 				assert.True(t, free, "a generation of the hopper outlived the timed-out cell's result")
 			} else {
 				assert.True(t, boolp(res.Details.StateRetained))

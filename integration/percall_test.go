@@ -77,7 +77,7 @@ func TestTimeoutIsClampedToTheConfiguredMaximum(t *testing.T) {
 	e := newEnv(t, nil, withConfig(func(c *config.Config) { c.TimeoutMS = 2000 }))
 	res := e.run("import time\ntext('started')\ntime.sleep(60)\n", 60000)
 	assert.True(t, strings.HasPrefix(res.Text(), "Script timed out after 2000ms.\n\nScript result (text()):\nstarted\n\nDiagnostics"), res.Text())
-	assert.Equal(t, "timeout", res.Details.KilledBy)
+	assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 	assert.Nil(t, res.Details.ExitCode)
 
 	res = e.run("import time\ntime.sleep(60)\n", 5)
@@ -100,7 +100,7 @@ time.sleep(120)
 	start := time.Now()
 	res := e.run(script, 1500)
 	elapsed := time.Since(start)
-	assert.Equal(t, "timeout", res.Details.KilledBy)
+	assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 	assert.Equal(t, []string{"spawned"}, res.Blocks)
 	assert.Less(t, elapsed, 1500*time.Millisecond+3*time.Second, "the run must end within its timeout plus grace")
 }
@@ -278,7 +278,7 @@ func TestCancelledCallSaysCancelledAndKillsTheScript(t *testing.T) {
 	res, err := e.exec(ctx, "import time\ntext('running')\ntime.sleep(60)\n")
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(res.Text(), "Script cancelled.\n\nScript result (text()):\nrunning"), res.Text())
-	assert.Equal(t, "cancelled", res.Details.KilledBy)
+	assert.Equal(t, executecode.KilledByCancelled, res.Details.KilledBy)
 }
 
 func TestPreCancelledCallRunsNothing(t *testing.T) {
@@ -334,7 +334,7 @@ func TestSessionModeWithoutSessionScopeRunsIsolated(t *testing.T) {
 	e := newEnv(t, nil, withConfig(func(c *config.Config) { c.KernelMode = config.Session }))
 	res := e.run("text('isolated')")
 	assert.True(t, strings.HasPrefix(res.Text(), "Ran isolated in a fresh process (missing_session_scope); nothing from this run persists.\n\n"), res.Text())
-	assert.Equal(t, "missing_session_scope", res.Details.FallbackReason)
+	assert.Equal(t, executecode.FallbackMissingScope, res.Details.FallbackReason)
 	assert.False(t, res.Details.Persistent)
 	require.NotNil(t, res.Details.StateRetained)
 	assert.False(t, *res.Details.StateRetained)
@@ -344,19 +344,19 @@ func TestResourceLimitKillsSayWhichLimit(t *testing.T) {
 	t.Run("cpu", func(t *testing.T) {
 		e := newEnv(t, nil, withConfig(func(c *config.Config) { c.CPULimitSeconds = 1 }))
 		res := e.run("text('spinning')\nwhile True:\n    pass\n", 20000)
-		assert.Equal(t, "cpu_limit", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByCPULimit, res.Details.KilledBy)
 		assert.True(t, strings.HasPrefix(res.Text(), "Script killed: CPU limit (1 s) exceeded."), res.Text())
 	})
 	t.Run("memory", func(t *testing.T) {
 		e := newEnv(t, nil, withConfig(func(c *config.Config) { c.MemoryLimitMB = 256 }))
 		res := e.run("x = bytearray(1 << 30)\n")
-		assert.Equal(t, "memory_limit", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByMemoryLimit, res.Details.KilledBy)
 		assert.Contains(t, res.Text(), "MemoryError")
 	})
 	t.Run("file size", func(t *testing.T) {
 		e := newEnv(t, nil, withConfig(func(c *config.Config) { c.FsizeLimitMB = 1 }))
 		res := e.run("open('big.bin', 'wb').write(b'x' * (2 << 20))\n")
-		assert.Equal(t, "fsize_limit", res.Details.KilledBy)
+		assert.Equal(t, executecode.KilledByFsizeLimit, res.Details.KilledBy)
 		assert.Contains(t, res.Text(), "File too large")
 	})
 }

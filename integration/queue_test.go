@@ -29,7 +29,7 @@ func TestAFullKernelQueueRefusesAtOnce(t *testing.T) {
 	started := time.Now()
 	res := e.cell(o, "open('third', 'w').close()")
 	took := time.Since(started)
-	assert.Equal(t, "queue_full", res.Details.Reason, res.Text())
+	assert.Equal(t, executecode.ReasonQueueFull, res.Details.Reason, res.Text())
 	assert.Less(t, took, 3*time.Second, "refused while the first cell still runs")
 	t.Logf("queue_full answered in %s", took)
 	assert.Equal(t, []string{"first"}, (<-first).Blocks)

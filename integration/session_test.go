@@ -63,7 +63,7 @@ func TestSessionExceptionKeepsStateAndShowsFilteredTraceback(t *testing.T) {
 	e := sessionEnv(t, nil)
 	o := e.attach("s1")
 	res := e.cell(o, "items = [1, 2]\nitems.append(3)\nraise ValueError('boom after mutation')\n")
-	assert.Equal(t, "exception", res.Details.Reason)
+	assert.Equal(t, executecode.ReasonException, res.Details.Reason)
 	assert.True(t, boolp(res.Details.StateRetained))
 	text := res.Text()
 	require.NotNil(t, res.Details.ExitCode)
@@ -81,7 +81,7 @@ func TestSessionTimeoutDiscardsTheKernel(t *testing.T) {
 	e.cell(o, "value = 'kept?'")
 	res := e.cell(o, "import time\nprint('before sleep', flush=True)\ntime.sleep(30)\n", 1500)
 	assert.False(t, boolp(res.Details.StateRetained))
-	assert.Equal(t, "timeout", res.Details.KilledBy)
+	assert.Equal(t, executecode.KilledByTimeout, res.Details.KilledBy)
 	assert.True(t, strings.HasPrefix(res.Text(), "Script timed out after 1500ms. "+executecode.StateDiscardedLine), res.Text())
 	gone := e.cell(o, "try:\n    value\n    text('survived')\nexcept NameError:\n    text('gone')\n")
 	assert.Equal(t, []string{"gone"}, gone.Blocks)
@@ -113,7 +113,7 @@ func TestSessionHelpersUseAFreshBridgePerCell(t *testing.T) {
 func TestSessionWithoutOwnerRunsIsolated(t *testing.T) {
 	e := sessionEnv(t, nil)
 	res := e.cell(nil, "text('alone')")
-	assert.Equal(t, "missing_session_scope", res.Details.FallbackReason)
+	assert.Equal(t, executecode.FallbackMissingScope, res.Details.FallbackReason)
 	assert.True(t, strings.HasPrefix(res.Text(), "Ran isolated in a fresh process (missing_session_scope)"))
 }
 
@@ -175,7 +175,7 @@ func TestCapacityExhaustedFallsBackWhenNothingIsIdle(t *testing.T) {
 	}()
 	time.Sleep(700 * time.Millisecond)
 	res := e.cell(b, "text('isolated')")
-	assert.Equal(t, "capacity_exhausted", res.Details.FallbackReason)
+	assert.Equal(t, executecode.FallbackCapacityExhausted, res.Details.FallbackReason)
 	assert.Equal(t, []string{"isolated"}, res.Blocks)
 	<-done
 }
@@ -213,7 +213,7 @@ func TestDepartingCoOwnerLosesOnlyItsQueuedCell(t *testing.T) {
 
 	bRes := <-queued
 	assert.Empty(t, bRes.Blocks, "the queued cell never ran")
-	assert.Equal(t, "owner_gone", bRes.Details.KilledBy)
+	assert.Equal(t, executecode.KilledByOwnerGone, bRes.Details.KilledBy)
 	aRes := <-running
 	assert.Equal(t, []string{"a finished"}, aRes.Blocks)
 	assert.Equal(t, []string{"yes"}, e.cell(a, "text(kept)").Blocks, "the kernel kept its state")

@@ -148,13 +148,13 @@ var soakFaults = []soakFault{
 	{"exception", func(s *soak, o *executecode.Owner, i int) {
 		s.set(o, i)
 		res := s.cell(o, "raise ValueError('soak')", false, 10000)
-		assert.Equal(s.t, "exception", res.Details.Reason, res.Text())
+		assert.Equal(s.t, executecode.ReasonException, res.Details.Reason, res.Text())
 		s.kept("exception", o, i)
 	}},
 	{"timeout", func(s *soak, o *executecode.Owner, i int) {
 		s.set(o, i)
 		res := s.cell(o, "import time\ntime.sleep(30)", false, 1000)
-		assert.Equal(s.t, "timeout", res.Details.KilledBy, res.Text())
+		assert.Equal(s.t, executecode.KilledByTimeout, res.Details.KilledBy, res.Text())
 		s.lost("timeout", o, i)
 	}},
 	{"os._exit", func(s *soak, o *executecode.Owner, i int) {
@@ -180,7 +180,7 @@ var soakFaults = []soakFault{
 		res = s.cell(o, "text(str(globals().get('marker')))", false, 10000)
 		if boolp(res.Details.KernelReused) {
 			// port_exit (killed_by signal) or shutting_down.
-			assert.Contains(s.t, []string{"port_exit", "shutting_down"}, res.Details.Reason, res.Text())
+			assert.Contains(s.t, []executecode.Reason{executecode.ReasonPortExit, executecode.ReasonShuttingDown}, res.Details.Reason, res.Text())
 			assert.Empty(s.t, res.Blocks, "the cell never ran")
 			s.count("kill -9 raced the next cell")
 			s.lost("kill -9", o, i)
@@ -194,7 +194,7 @@ var soakFaults = []soakFault{
 import time
 time.sleep(30)
 `, false, 10000)
-		assert.Equal(s.t, "protocol_fault", res.Details.KilledBy, res.Text())
+		assert.Equal(s.t, executecode.KilledByProtocolFault, res.Details.KilledBy, res.Text())
 		s.lost("oversized frame", o, i)
 	}},
 	{"owner death", func(s *soak, o *executecode.Owner, i int) {
@@ -216,14 +216,14 @@ time.sleep(30)
 		time.Sleep(20 * time.Millisecond)
 		assert.NoError(s.t, o.Detach(context.Background()))
 		res := <-running
-		assert.Equal(s.t, "owner_gone", res.Details.KilledBy, res.Text())
+		assert.Equal(s.t, executecode.KilledByOwnerGone, res.Details.KilledBy, res.Text())
 		// Queued behind the running cell, it leaves the queue unrun; sent
 		// after the Detach (a slow scheduler), it runs isolated.
 		q := <-queued
 		if q.Details.FallbackReason == "" {
 			assert.Empty(s.t, q.Blocks, "a queued cell of a dead owner never runs on its kernel")
 		} else {
-			assert.Equal(s.t, "missing_session_scope", q.Details.FallbackReason)
+			assert.Equal(s.t, executecode.FallbackMissingScope, q.Details.FallbackReason)
 		}
 		_ = os.Remove(started)
 	}},

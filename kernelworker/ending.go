@@ -94,7 +94,7 @@ func (w *worker) onStartupTimeout(ctx actor.Context) {
 // portExit: the interpreter died on its own (kernel.md §4.9). Its group
 // was killed before it was reaped (ruling 8), so no signal is due here.
 func (w *worker) portExit(ctx actor.Context, st proc.ExitStatus) {
-	killedBy := proc.KilledBy(st, proc.Limits{MemoryMB: w.opts.Limits.MemoryMB, FsizeMB: w.opts.Limits.FsizeMB}, "", 0, false, false)
+	killedBy := proc.KilledBy(st, proc.Limits{MemoryMB: w.opts.Limits.MemoryMB, FsizeMB: w.opts.Limits.FsizeMB}, "", 0)
 	ev := w.log.Warn().Int("exit_code", st.Code).Str("killed_by", killedBy).Str("phase", w.phase.name)
 	if w.phase == phaseStarting {
 		// Nothing ran: waiting callers may safely run elsewhere.

@@ -20,7 +20,7 @@ func CellKilledBy(e *Exception, lim proc.Limits) string {
 	if e.Name == "OSError" {
 		errno = messageErrno(e.Message)
 	}
-	return proc.KilledBy(proc.ExitStatus{}, lim, e.Name, errno, false, false)
+	return proc.KilledBy(proc.ExitStatus{}, lim, e.Name, errno)
 }
 
 // messageErrno reads the errno of an OSError's message, which python

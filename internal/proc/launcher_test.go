@@ -217,7 +217,7 @@ func TestAddressSpaceLimitTurnsHugeAllocationIntoMemoryError(t *testing.T) {
 
 	assert.Equal(t, 1, st.Code)
 	assert.Contains(t, out, "MemoryError")
-	assert.Equal(t, KilledByMemoryLimit, KilledBy(st, lim, "MemoryError", 0, false, false))
+	assert.Equal(t, KilledByMemoryLimit, KilledBy(st, lim, "MemoryError", 0))
 }
 
 func TestCPULimitEndsSpinLoopWithSIGXCPU(t *testing.T) {
@@ -228,7 +228,7 @@ func TestCPULimitEndsSpinLoopWithSIGXCPU(t *testing.T) {
 	require.True(t, st.Signaled, "output: %s", out)
 	assert.Equal(t, syscall.SIGXCPU, st.Signal)
 	assert.Equal(t, 128+int(syscall.SIGXCPU), st.Code)
-	assert.Equal(t, KilledByCPULimit, KilledBy(st, lim, "", 0, false, false))
+	assert.Equal(t, KilledByCPULimit, KilledBy(st, lim, "", 0))
 	assert.Equal(t, "Script killed: CPU limit (1 s) exceeded.", LimitHeadline(KilledByCPULimit, lim, st))
 }
 
@@ -252,7 +252,7 @@ except OSError as e:
 	fi, err := os.Stat(filepath.Join(dir, "big"))
 	require.NoError(t, err)
 	assert.Equal(t, int64(1<<20), fi.Size())
-	assert.Equal(t, KilledByFsizeLimit, KilledBy(st, lim, "OSError", 27, false, false))
+	assert.Equal(t, KilledByFsizeLimit, KilledBy(st, lim, "OSError", 27))
 }
 
 // An interpreter that cannot be executed fails the start itself, with

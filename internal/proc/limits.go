@@ -45,23 +45,17 @@ const (
 // signal death.
 const errnoEFBIG = int(unix.EFBIG)
 
-// KilledBy explains a run's end for details.killed_by, or returns "" when
-// nothing killed it. exc is the name of the uncaught exception, if any,
-// and errno its errno attribute (0 if none); wasTimeout and wasCancelled
-// say that the caller itself stopped the run for that reason, which wins
-// over anything the exit status suggests.
+// KilledBy explains a run's end from its exit for details.killed_by, or
+// returns "" when nothing killed it. exc is the name of the uncaught
+// exception, if any, and errno its errno attribute (0 if none). A run the
+// caller stopped itself (timeout, cancel) is the caller's to name: that
+// wins over anything the exit status suggests.
 //
 // The limit classifications are best effort: SIGXCPU always means the CPU
 // limit; a SIGKILL nobody here asked for means the CPU hard limit when one
 // is set; a MemoryError or a crash signal means the memory limit when one
 // is set; OSError(EFBIG) means the file size limit when one is set.
-func KilledBy(st ExitStatus, lim Limits, exc string, errno int, wasTimeout, wasCancelled bool) string {
-	switch {
-	case wasTimeout:
-		return KilledByTimeout
-	case wasCancelled:
-		return KilledByCancelled
-	}
+func KilledBy(st ExitStatus, lim Limits, exc string, errno int) string {
 	if st.Signaled {
 		switch st.Signal {
 		case syscall.SIGXCPU:

@@ -18,19 +18,15 @@ func TestKilledByExplainsEveryDeath(t *testing.T) {
 	ourKill.StopRequested = true
 
 	tests := []struct {
-		name               string
-		st                 ExitStatus
-		lim                Limits
-		exc                string
-		errno              int
-		timeout, cancelled bool
-		want               string
+		name  string
+		st    ExitStatus
+		lim   Limits
+		exc   string
+		errno int
+		want  string
 	}{
 		{name: "clean exit", st: ExitStatus{}, lim: all},
 		{name: "script error", st: ExitStatus{Code: 1}, lim: all, exc: "ValueError"},
-		{name: "timeout wins", st: ourKill, lim: all, timeout: true, want: KilledByTimeout},
-		{name: "cancelled", st: ourKill, lim: all, cancelled: true, want: KilledByCancelled},
-		{name: "timeout over cancel", st: ourKill, lim: all, timeout: true, cancelled: true, want: KilledByTimeout},
 		{name: "SIGXCPU", st: signaled(syscall.SIGXCPU), lim: all, want: KilledByCPULimit},
 		{name: "SIGXCPU from an inherited limit", st: signaled(syscall.SIGXCPU), lim: none, want: KilledByCPULimit},
 		{name: "SIGKILL at the CPU hard limit", st: signaled(syscall.SIGKILL), lim: all, want: KilledByCPULimit},
@@ -49,7 +45,7 @@ func TestKilledByExplainsEveryDeath(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, KilledBy(tc.st, tc.lim, tc.exc, tc.errno, tc.timeout, tc.cancelled))
+			assert.Equal(t, tc.want, KilledBy(tc.st, tc.lim, tc.exc, tc.errno))
 		})
 	}
 }
