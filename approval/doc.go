@@ -38,4 +38,11 @@
 // runs tools, never touches a bridge directory, and never writes approval
 // ids, session or agent ids, arguments, rationales or raw errors into
 // telemetry or logs.
+//
+// Only one half of it is an embedder's API: Approver and ApproverFunc, with
+// the Request, Decision and errors they exchange, which a host implements
+// and hands to executecode.WithApprover. The broker (Broker, Config,
+// Outcome and the actor messages) is the runtime's own machinery; its
+// exported names exist for sibling packages and carry no compatibility
+// promise.
 package approval

@@ -11,4 +11,9 @@
 // come from the telemetry enums' fixed lists. It never touches kernel
 // state; its actor only asks the registry, and it restarts on its own, so
 // its failure never reaches a kernel.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package introspect

@@ -54,4 +54,9 @@
 // actor's state. Nothing here allocates after the launcher's first
 // rlimit, and nothing here signals a process group whose leader it has
 // already reaped.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package kernelworker

@@ -54,4 +54,9 @@
 // (hygiene is a plain unlink of files and links), never follow a link when
 // writing, never log or echo the token, and never dispatch a request after
 // the script has exited.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package pump

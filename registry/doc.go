@@ -51,4 +51,9 @@
 // itself, never touches a kernel's process, workspace or bridge, and never
 // emits or logs identities: no key fields, digests, paths, PIDs, owner
 // identities or generations reach telemetry.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package registry

@@ -16,4 +16,9 @@
 // token's socket pair). It never touches the filesystem, starts a
 // process, or decides anything the host enforces:
 // authentication, budgets other than text(), and dispatch belong to pump.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package shimpy

@@ -11,4 +11,9 @@
 // and parsing the owner marker without following a link or blocking on
 // a FIFO, and the bounded removal that never follows a symlink. It never
 // creates anything.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package privfs

@@ -15,6 +15,9 @@
 //
 // The host's side (kernelworker's Spawner and guard) imports it for the
 // names and the Spec it shares with the child, and for KillSessions.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver.
 package reexec
 
 import "os"
