@@ -16,14 +16,14 @@ var signatures = map[string]string{
 	"webfetch": "webfetch(url, extract_mode=None, max_chars=None)",
 }
 
-// Tool identity and parameter schema (bridge.md §1.1).
+// Tool identity and parameter schema, as the model is shown them.
 const (
 	ToolName  = "execute_code"
 	ToolLabel = "Execute Code"
 )
 
-// Description is the tool description for cfg (bridge.md §1.2, with a
-// space between the mode and helper sentences: ruling 14). Equal configs
+// Description is the tool description for cfg: the mode sentence, then the
+// helper sentences, separated by one space. Equal configs
 // give byte-identical descriptions, so prompt caches stay warm.
 func Description(cfg config.Config) string {
 	var b strings.Builder
@@ -53,7 +53,8 @@ func Description(cfg config.Config) string {
 	return b.String()
 }
 
-// Parameters is the JSON schema of the tool's input (bridge.md §1.1).
+// Parameters is the JSON schema of the tool's input (script, timeout_ms,
+// reset).
 func Parameters() map[string]any {
 	return map[string]any{
 		"type":     "object",

@@ -8,7 +8,8 @@ import (
 )
 
 // Fallback reasons: session mode may run a call isolated, per call, only
-// before any submitted code starts (bridge.md §1.7.4, ruling 4).
+// before any submitted code starts (docs/architecture.md, Rules: fallback
+// only before code).
 const (
 	FallbackMissingScope        = "missing_session_scope"
 	FallbackRegistryUnavailable = "registry_unavailable"

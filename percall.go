@@ -33,7 +33,8 @@ type workspace struct {
 	tokenFD   int
 }
 
-// stage builds the workspace of bridge.md §3.2: base → rpc dir → shim →
+// stage builds the workspace (docs/protocol.md, Layout and teardown):
+// base → rpc dir → shim →
 // script, each created privately, and the socket that hands python the
 // token. The token is never written to the workspace or the environment:
 // any process of the user can read those of another run. Any failure
@@ -74,7 +75,8 @@ func (r *Runtime) stage(root *privatetmp.Root, script string, bells bool) (ws wo
 	return ws, err
 }
 
-// effectiveTimeout clamps a call's timeout_ms (bridge.md §1.5).
+// effectiveTimeout clamps a call's timeout_ms to [1 s, the configured
+// timeout]; 0 means the configured one.
 func (r *Runtime) effectiveTimeout(ms int) time.Duration {
 	limit := r.cfg.Timeout()
 	if ms == 0 {
@@ -84,7 +86,7 @@ func (r *Runtime) effectiveTimeout(ms int) time.Duration {
 }
 
 // innerTools is the helper map the pump may dispatch to: the configured
-// subset of the allowlist, never more (bridge.md §2.3).
+// subset of the allowlist, never more.
 func (r *Runtime) innerTools() map[string]tools.Tool {
 	m := make(map[string]tools.Tool, len(r.cfg.Tools))
 	for _, name := range r.cfg.Tools {
@@ -107,7 +109,8 @@ type runOutcome struct {
 	timeout   time.Duration
 }
 
-// runPerCall runs the script in a fresh interpreter (bridge.md §1.6).
+// runPerCall runs the script in a fresh interpreter (docs/architecture.md,
+// The life of a per-call run).
 // Teardown (bells, workspace, spill liveness) runs on every path.
 func (r *Runtime) runPerCall(ctx context.Context, call Call, python string) (Result, error) {
 	started := time.Now()
@@ -247,7 +250,7 @@ func (r *Runtime) limits() kernelworker.Limits {
 }
 
 // formatPerCall builds the model-visible result of a per-call run
-// (bridge.md §1.8–1.9 with design.md's rulings).
+// (README.md, The result).
 //
 // The output was scrubbed as it streamed; the blocks are scrubbed here, by
 // the same scrubber.
@@ -296,7 +299,7 @@ func (r *Runtime) formatPerCall(o runOutcome, sc *kernelworker.Scrubber) Result 
 }
 
 // historicText is the stdout-only result of a run without text() blocks
-// (bridge.md §1.9.1), kept byte-for-byte.
+// (README.md, The result), kept byte-for-byte.
 func historicText(headline, out string, sp spillNote, stopped bool) string {
 	body := withMarker(out, sp)
 	switch {

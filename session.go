@@ -44,7 +44,7 @@ type Scope struct {
 
 // Owner is an attached session. Its kernels keep their state between
 // calls until Detach; a detached owner is exactly like a dead one to the
-// registry (ruling 6).
+// registry (docs/architecture.md, Owner departure).
 type Owner struct {
 	scope    Scope
 	owner    actors.Owner
@@ -163,8 +163,8 @@ type cellOutcome struct {
 	started        time.Time
 }
 
-// runSession runs call as a cell on the owner's kernel (bridge.md §1.7,
-// kernel.md §1.1). It falls back to a fresh process only before any
+// runSession runs call as a cell on the owner's kernel
+// (docs/architecture.md, The life of a session cell). It falls back to a fresh process only before any
 // submitted code can have started.
 func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Result, error) {
 	started := time.Now()
@@ -459,7 +459,8 @@ func timedOutLine(d time.Duration) string {
 }
 
 // withTraceback appends the runner's filtered traceback to the captured
-// output, so the diagnostics show where the exception came from (ruling 5).
+// output, so the diagnostics show where the exception came from, as a
+// per-call run's do.
 func withTraceback(out, tb string) string {
 	if tb == "" {
 		return out

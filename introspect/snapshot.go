@@ -6,8 +6,8 @@ import (
 	"github.com/executecode/executecode/registry"
 )
 
-// Snapshot is the aggregate state of the kernel subsystem (kernel.md
-// §3.11, ruling 13): exact counts and the settings in effect, never
+// Snapshot is the aggregate state of the kernel subsystem
+// (docs/architecture.md, Snapshot): exact counts and the settings in effect, never
 // identities, keys, paths, PIDs or payload.
 type Snapshot struct {
 	Capacity Capacity `json:"capacity"`
@@ -23,7 +23,7 @@ type Snapshot struct {
 	ForkedOwners int  `json:"forked_owners"`
 	Reap         Reap `json:"reap"`
 	// DroppedLateOutputBytes totals the output that threads of earlier
-	// cells wrote during later ones, dropped under ruling 7.
+	// cells wrote during later ones, dropped as late output.
 	DroppedLateOutputBytes int64 `json:"dropped_late_output_bytes"`
 }
 

@@ -36,7 +36,8 @@
 // share one pipe too, so its cells' output is one stream, captured the
 // same way. KilledBy and LimitHeadline explain a death for the result.
 //
-// Kernels (kernel.md §4–§6): Start boots one python3 running the staged
+// Kernels (docs/architecture.md, The kernel worker; docs/protocol.md,
+// Part 2): Start boots one python3 running the staged
 // runner.py in a private workspace, with requests on fd 0, the runner's
 // frames on fd 1, its start-up stderr on a pipe of its own and the
 // kernel's doorbells on fds 3 and 4, then spawns its worker actor. The

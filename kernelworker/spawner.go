@@ -26,7 +26,7 @@ const selfExe = "/proc/self/exe"
 // Command describes one python3 child.
 type Command struct {
 	// Path is the interpreter, run as given (a virtualenv's python3 keeps
-	// its environment; design ruling 9). It should be absolute, as
+	// its environment). It should be absolute, as
 	// ResolvePython returns it: a relative path is resolved in Dir.
 	Path string
 	// Args follow Path on the command line; python's argv[0] is Path.
@@ -57,8 +57,7 @@ type Command struct {
 // Spawner starts every child from one OS thread that stays alive until
 // Close. SysProcAttr.Pdeathsig fires when the *thread* that forked the
 // child exits, and Go retires threads at will, so only a pinned thread
-// makes "the host died" the one event that kills the children
-// (launcher-notes §5).
+// makes "the host died" the one event that kills the children.
 type Spawner struct {
 	guard   *guard
 	reqs    chan spawnRequest

@@ -8,7 +8,7 @@ import (
 	"syscall"
 )
 
-// Bells are a run's two doorbell pipes (design.md departure 1): the
+// Bells are a run's two doorbell pipes (docs/protocol.md, Doorbells): the
 // request bell, which the shim rings after publishing a frame, and the
 // response bell, which the pump rings after publishing a response. A ring
 // carries no data and no authority; it only says "look at the directory".

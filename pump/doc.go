@@ -1,5 +1,5 @@
 // Package pump is the host side of execute_code's file-RPC bridge
-// (bridge.md §5 and §6.4). A script's helper calls arrive as
+// (docs/protocol.md, Part 1). A script's helper calls arrive as
 // req-<id>-<mac>.json files in a private rpc directory; the pump
 // authenticates each against the run's token (mac.go: an HMAC of kind,
 // number and body in the name), claims them serially (replay memory, call
@@ -16,7 +16,7 @@
 //
 // Two drivers run sweeps. Serve is the per-call loop: one run, one
 // goroutine, stats in its own hands. Server is the session-mode RPC server
-// (bridge.md §6), one per session cell: a loop goroutine owns the cell's
+// (docs/protocol.md, A session cell's server), one per session cell: a loop goroutine owns the cell's
 // stats and its in-flight sweep, each sweep runs on its own goroutine
 // under a context derived from the cell signal, and the claim ledger is
 // fed synchronously, before every spend, into the server's memory. A
@@ -29,7 +29,7 @@
 // observers feed telemetry and metrics: a failed authentication, and a
 // helper call's tool, duration and outcome, never its arguments or content.
 //
-// Wake-ups (design.md departure 1): the shim rings a doorbell pipe after
+// Wake-ups (docs/protocol.md, Doorbells): the shim rings a doorbell pipe after
 // publishing a frame and the pump rings back after each response, so a
 // call is swept at once; polling is only a slow fallback. A ring carries
 // no authority, only "look at the directory now", and a flood of rings is
@@ -37,7 +37,7 @@
 // A kernel's bells are shared by the servers of its queued cells: each
 // subscribes, and every ring wakes every subscriber.
 //
-// Approvals (bridge.md §7): a call its Policy requires approval for, when
+// Approvals (docs/protocol.md, Approvals): a call its Policy requires approval for, when
 // Config.Approvals is set, is held in its dispatch until the approval
 // broker decides. Every claim gets an approval id at claim time, before
 // its dispatch exists; a gated dispatch first has the broker watch the

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Protocol names in the rpc directory (bridge.md §3.2).
+// Protocol names in the rpc directory (docs/protocol.md, Files).
 const (
 	reqPrefix    = "req-"
 	jsonSuffix   = ".json"
@@ -62,7 +62,7 @@ type listing struct {
 
 // listDir reads the directory with raw getdents64 and allocates only for
 // protocol names a sweep acts on: response and text files stay in the
-// directory for the whole run (bridge.md §4 step 5), so a long run's
+// directory for the whole run, so a long run's
 // directory is mostly names every sweep skips, and a listing through
 // os.File.ReadDir would allocate an entry for each of them on every sweep.
 func listDir(dir string) (listing, error) {

@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Serve is the per-call loop (bridge.md §5.2 with design.md departure 1).
+// Serve is the per-call loop (docs/protocol.md, Per-call runs; woken by
+// the doorbells).
 // It sweeps on each doorbell wake-up and on the fallback timer until
 // exited is closed, then runs ONE notification-only drain and returns the
 // run's stats. Requests still on disk when the script has exited are never

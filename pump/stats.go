@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Stats is one run's (or cell's) bridge accounting (bridge.md §5.1).
+// Stats is one run's (or cell's) bridge accounting.
 type Stats struct {
 	Calls, Denied, Errors int
 	Bytes                 int64

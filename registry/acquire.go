@@ -28,7 +28,8 @@ func (r *registry) effectiveKey(digest string, ownerPID *actor.PID) (ekey string
 	return baseKey(digest), false
 }
 
-// onAcquire is kernel.md §3.3. Acquires are serialized by the actor, so
+// onAcquire finds or starts the kernel of a key (docs/architecture.md,
+// Acquire and admission). Acquires are serialized by the actor, so
 // concurrent first uses of a key start exactly one worker: the first
 // starts it, the others find it starting and join it.
 func (r *registry) onAcquire(ctx actor.Context, m *Acquire) *AcquireReply {
@@ -94,7 +95,7 @@ func (r *registry) bounds(m *Acquire) (maxLive int, idle time.Duration, err erro
 	return maxLive, idle, nil
 }
 
-// admit makes room for one more kernel under maxLive (kernel.md §3.4).
+// admit makes room for one more kernel under maxLive.
 // Only kernels without a lease are candidates, least recently used first;
 // a candidate that is not attachable is stopped (it frees its slot), a
 // quiescent one is evicted, and one still starting or busy is passed
@@ -128,7 +129,7 @@ func (r *registry) admit(ctx actor.Context, maxLive int) error {
 }
 
 // start boots a new kernel. Only a successful start consumes a
-// generation (kernel.md §3.6).
+// generation (docs/architecture.md, Leases and generations).
 func (r *registry) start(ctx actor.Context, m *Acquire, ekey string, forked bool, maxLive int, idle time.Duration) (*entry, error) {
 	gen := r.nextGeneration
 	var h kernelworker.Handle

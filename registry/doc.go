@@ -1,5 +1,5 @@
-// Package registry is the kernel registry of session mode (kernel.md §3
-// with design.md rulings 6 and 13): one protoactor actor that owns which
+// Package registry is the kernel registry of session mode
+// (docs/architecture.md, The kernel registry): one protoactor actor that owns which
 // kernel worker serves which Key, the owners (watched session actors) of
 // each kernel, the leases of callers using it, generations, admission
 // under a strict cap with idle-only least-recently-used eviction, idle
@@ -14,8 +14,8 @@
 // without leases sit on an intrusive list in the order their last lease
 // ended, and eviction inspects that list from its least-recently-used end.
 //
-// Owner departure (explicit Detach or the owner actor's Terminated, ruling
-// 6): a kernel left without owners is stopped at once. Otherwise the
+// Owner departure (explicit Detach or the owner actor's Terminated): a
+// kernel left without owners is stopped at once. Otherwise the
 // registry ends the departing owner's leases, which cancels each lease's
 // Context; a worker treats a cell whose Execute.Ctx is done as abandoned
 // by its caller: a queued cell leaves the queue and the kernel is kept,
@@ -35,7 +35,7 @@
 // every reap tick. A sole-owner reset answers only when the old worker is
 // gone, or with ErrStopFailed when that cannot be confirmed.
 //
-// Worker status (kernel.md §3.2) is asked synchronously, bounded by
+// Worker status is asked synchronously, bounded by
 // Config.StatusTimeout: on reuse, for the eviction candidate, and for
 // every kernel at reap ticks and snapshots (those in parallel). A worker
 // that stops while being asked resolves the question at once, since the

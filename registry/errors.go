@@ -18,7 +18,7 @@ var (
 	// key, or carried a negative bound.
 	ErrInvalidRequest = errors.New("invalid registry request")
 	// ErrStopFailed: a reset could not confirm that the old kernel's
-	// worker is gone (design.md, stop_failed).
+	// worker is gone (the stop_failed fallback).
 	ErrStopFailed = errors.New("kernel stop not confirmed")
 	// ErrOwnerGone is the cause of a lease Context cancelled because the
 	// lease's owner detached or died.

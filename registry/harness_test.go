@@ -301,7 +301,7 @@ func (h *harness) alive(pid *actor.PID) bool {
 // fakeWorker answers StatusRequest and Stop like a kernel worker, and
 // runs Execute cells FIFO without any process: the test finishes the
 // active cell. A cell whose Ctx ends leaves the queue, or, when active,
-// discards the kernel (the worker stops), as kernel.md §4.7 says.
+// discards the kernel (the worker stops), as the real worker does.
 type fakeWorker struct {
 	key any
 	gen uint64

@@ -14,7 +14,7 @@ import (
 // accepted.
 
 // Acquire checks out a kernel for Key on behalf of Owner, starting one if
-// needed (kernel.md §3.3). Caller is the calling operation: when it is
+// needed. Caller is the calling operation: when it is
 // done, the lease ends. MaxLiveKernels and IdleTimeout are this request's
 // bounds; zero takes the registry's. A negative IdleTimeout means never.
 type Acquire struct {
@@ -52,7 +52,7 @@ type Release struct{ Lease Lease }
 // ReleaseReply answers Release.
 type ReleaseReply struct{ Err error }
 
-// Reset discards Owner's state for Key (kernel.md §3.7): a kernel the
+// Reset discards Owner's state for Key: a kernel the
 // owner alone holds (or its fork) is stopped, and the answer comes once
 // its worker is gone; a co-owner is moved to a fork of its own, so only
 // it starts afresh.
@@ -70,7 +70,7 @@ type ResetReply struct {
 	Err       error
 }
 
-// Detach removes Owner from every kernel and forgets its forks (ruling 6),
+// Detach removes Owner from every kernel and forgets its forks,
 // exactly as Owner's death does.
 type Detach struct{ Owner *actor.PID }
 
@@ -91,7 +91,7 @@ type StopAllReply struct{ Err error }
 // SnapshotRequest asks for a Snapshot.
 type SnapshotRequest struct{}
 
-// Snapshot is the aggregate state (kernel.md §3.11, ruling 13): exact
+// Snapshot is the aggregate state (docs/architecture.md, Snapshot): exact
 // counts and the settings in effect, no identities. Max and IdleTimeout
 // are those of the most recent acquire (the registry's configuration
 // before any); a negative IdleTimeout means kernels are not reaped for

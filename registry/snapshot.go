@@ -2,7 +2,8 @@ package registry
 
 import "github.com/asynkron/protoactor-go/actor"
 
-// snapshot counts exactly what is live now (kernel.md §3.11, ruling 13).
+// snapshot counts exactly what is live now (docs/architecture.md,
+// Snapshot).
 func (r *registry) snapshot(ctx actor.Context) *Snapshot {
 	phases := map[string]int{
 		phaseStarting: 0, phaseIdle: 0, phaseRunning: 0, phaseCancelling: 0, phaseStopping: 0,

@@ -8,7 +8,7 @@ import (
 	"github.com/executecode/executecode/kernelworker"
 )
 
-// Worker phases (kernel.md §4.3), and the registry's name for a worker
+// Worker phases (docs/architecture.md, Phases), and the registry's name for a worker
 // whose status is invalid or that does not answer.
 const (
 	phaseStarting    = kernelworker.PhaseStarting
@@ -19,7 +19,7 @@ const (
 	phaseUnreachable = "unreachable"
 )
 
-// workerStatus is a validated status (kernel.md §3.2).
+// workerStatus is a validated status (docs/architecture.md, Worker status).
 type workerStatus struct {
 	phase      string // phaseUnreachable when invalid
 	queueDepth int
@@ -118,7 +118,7 @@ func (r *registry) statuses(ctx actor.Context, es []*entry) []workerStatus {
 
 // validate accepts a status only from a live process of this entry's
 // generation and key, with a known phase consistent with its queue and
-// active cell (kernel.md §3.2); anything else is unreachable.
+// active cell; anything else is unreachable.
 func validate(res any, e *entry) workerStatus {
 	var st kernelworker.Status
 	switch v := res.(type) {
@@ -157,8 +157,8 @@ func validate(res any, e *entry) workerStatus {
 			return bad
 		}
 	case phaseStopping:
-		// A worker told to stop while idle has no active cell; unlike
-		// kernel.md §3.2 that is still a valid status.
+		// A worker told to stop while idle has no active cell, and that is
+		// still a valid status.
 	default:
 		return bad
 	}

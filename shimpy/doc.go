@@ -10,7 +10,8 @@
 // The python source is embedded with go:embed and rendered purely: the same
 // inputs always give byte-identical text. The shim is stdlib-only python.
 //
-// shimpy owns the shim's half of the protocol in bridge.md §4 (file names,
+// shimpy owns the shim's half of the protocol in docs/protocol.md, Part 1
+// (file names,
 // frame shapes, the doorbell wait) and the exception frame it leaves for the
 // host. It may call only the Go standard library and x/sys/unix (for the
 // token's socket pair). It never touches the filesystem, starts a

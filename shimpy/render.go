@@ -23,7 +23,7 @@ const ModuleName = "lemon_tools"
 const ExceptionPrefix = "exception-"
 
 // defaultTextBudget is the text() cap when the caller gives none
-// (bridge.md §4.1).
+// (docs/protocol.md, Budgets).
 const defaultTextBudget = 65536
 
 // Bells are the child-side descriptors of the doorbell pipes: Request is
@@ -44,7 +44,7 @@ var (
 )
 
 // stubOrder is the fixed order helpers appear in, whatever order the
-// configuration lists them in (bridge.md §4.6).
+// configuration lists them in.
 var stubOrder = [...]string{"read", "grep", "find", "ls", "webfetch"}
 
 // enabled returns the known helpers present in tools, in stubOrder, each

@@ -2,8 +2,8 @@ package telemetry
 
 import "github.com/rs/zerolog"
 
-// Events of the approval broker (bridge.md §8, lemon.approvals.*). The
-// reference also attaches the approval id, run, session and agent ids to
+// Events of the approval broker (lemon.approvals.*). Other hosts also
+// attach the approval id, run, session and agent ids to
 // these events; here they are left out on purpose (identities never reach
 // telemetry), and the tool is a name from the helper allowlist or "other".
 

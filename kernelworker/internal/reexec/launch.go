@@ -50,7 +50,7 @@ type Spec struct {
 }
 
 // launcherMsg is allocated before any rlimit is set: after RLIMIT_AS the
-// Go runtime may die on its next heap growth (launcher-notes trap 1), so
+// Go runtime may die on its next heap growth, so
 // the failure path must not allocate either.
 var launcherMsg [128]byte
 
@@ -93,8 +93,9 @@ func errnoOf(err error) syscall.Errno {
 	return unix.EINVAL
 }
 
-// launch never returns: it becomes python or exits. The order follows
-// launcher-notes §1 and must not change.
+// launch never returns: it becomes python or exits. The order (thread
+// pinned, descriptors marked, SIGINT reset, rlimits with RLIMIT_AS last,
+// execve) must not change: nothing may allocate after the first rlimit.
 func launch() {
 	// The final execve must come from the thread that set everything up
 	// (the parent-death signal is per thread).
@@ -185,8 +186,7 @@ func execWithLimits(steps *[4]rlimitStep, path *byte, argv, envp **byte) {
 // so python gets exactly the files the host gave it: Go's fork passes on
 // whatever the host itself inherited without close-on-exec (a service
 // manager's, a shell's or a job runner's descriptors), and a script must
-// never hold a descriptor the runtime would not give it (launcher-notes
-// §1). Marking rather than closing leaves the launcher's own runtime
+// never hold a descriptor the runtime would not give it. Marking rather than closing leaves the launcher's own runtime
 // descriptors usable until the execve.
 func closeInheritedOnExec(keep int) {
 	if keep < 3 {
