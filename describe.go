@@ -5,15 +5,16 @@ import (
 	"strings"
 
 	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/tools"
 )
 
 // signatures are the helper stubs as the model sees them.
 var signatures = map[string]string{
-	"read":     "read(path, offset=None, limit=None)",
-	"grep":     "grep(pattern, path=None, glob=None, case_sensitive=None, literal=None, context_lines=None, max_results=None)",
-	"find":     "find(pattern, path=None, type=None, max_depth=None, max_results=None, hidden=None)",
-	"ls":       "ls(path=None, all=None, long=None, recursive=None, max_depth=None, max_entries=None)",
-	"webfetch": "webfetch(url, extract_mode=None, max_chars=None)",
+	tools.Read:     "read(path, offset=None, limit=None)",
+	tools.Grep:     "grep(pattern, path=None, glob=None, case_sensitive=None, literal=None, context_lines=None, max_results=None)",
+	tools.Find:     "find(pattern, path=None, type=None, max_depth=None, max_results=None, hidden=None)",
+	tools.Ls:       "ls(path=None, all=None, long=None, recursive=None, max_depth=None, max_entries=None)",
+	tools.Webfetch: "webfetch(url, extract_mode=None, max_chars=None)",
 }
 
 // Tool identity and parameter schema, as the model is shown them.

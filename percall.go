@@ -292,7 +292,7 @@ func (r *Runtime) formatPerCall(o runOutcome, sc *kernelworker.Scrubber) Result 
 		text = historicText(headline, out, sp, o.cancelled || o.timedOut)
 	}
 	trust := Trusted
-	if _, web := o.stats.ToolsUsed["webfetch"]; web || o.stats.Untrusted {
+	if _, web := o.stats.ToolsUsed[tools.Webfetch]; web || o.stats.Untrusted {
 		trust = Untrusted
 	}
 	return textResult(text, d, trust, blocks)

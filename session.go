@@ -16,6 +16,7 @@ import (
 	"github.com/executecode/executecode/pump"
 	"github.com/executecode/executecode/registry"
 	"github.com/executecode/executecode/shimpy"
+	"github.com/executecode/executecode/tools"
 )
 
 const (
@@ -446,7 +447,7 @@ func (r *Runtime) formatSession(o cellOutcome, sc *kernelworker.Scrubber) Result
 		text = historicText(e.headline, out, sp, e.stopped)
 	}
 	trust := Trusted
-	if _, web := o.stats.ToolsUsed["webfetch"]; web || o.stats.Untrusted || d.RPCAccountingLoss {
+	if _, web := o.stats.ToolsUsed[tools.Webfetch]; web || o.stats.Untrusted || d.RPCAccountingLoss {
 		trust = Untrusted
 	}
 	return textResult(text, d, trust, blocks)

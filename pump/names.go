@@ -21,15 +21,15 @@ import (
 
 // Protocol names in the rpc directory (docs/protocol.md, Files).
 const (
-	reqPrefix    = "req-"
+	reqPrefix    = KindRequest + "-"
 	jsonSuffix   = ".json"
 	claimSuffix  = ".claim"
-	notifyPrefix = "notify-"
-	textPrefix   = "text-"
+	notifyPrefix = KindNotify + "-"
+	textPrefix   = KindText + "-"
 )
 
 // ResponseName is the file the pump publishes to answer call id.
-func ResponseName(id int64) string { return fmt.Sprintf("res-%d.json", id) }
+func ResponseName(id int64) string { return fmt.Sprintf("%s-%d%s", KindResponse, id, jsonSuffix) }
 
 // MarkerName is the in-flight claim marker of call id.
 func MarkerName(id int64) string { return fmt.Sprintf("req-%d.claim", id) }

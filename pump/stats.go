@@ -19,7 +19,7 @@ type Stats struct {
 	AccountingLoss bool
 	// Untrusted says an accepted ok result was marked
 	// tools.Result.Untrusted. A run's trust is untrusted when this is
-	// set or "webfetch" is in ToolsUsed.
+	// set or tools.Webfetch is in ToolsUsed.
 	Untrusted bool
 }
 

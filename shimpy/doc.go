@@ -13,8 +13,8 @@
 // shimpy owns the shim's half of the protocol in docs/protocol.md, Part 1
 // (file names,
 // frame shapes, the doorbell wait) and the exception frame it leaves for the
-// host. It may call only the Go standard library and x/sys/unix (for the
-// token's socket pair). It never touches the filesystem, starts a
+// host. It may call only the Go standard library, x/sys/unix (for the
+// token's socket pair) and tools (for the helper names and their order). It never touches the filesystem, starts a
 // process, or decides anything the host enforces:
 // authentication, budgets other than text(), and dispatch belong to pump.
 //
