@@ -1,6 +1,7 @@
 package introspect
 
 import (
+	"slices"
 	"time"
 
 	"github.com/executecode/executecode/registry"
@@ -50,8 +51,9 @@ type Reap struct {
 	IntervalMS    int64 `json:"interval_ms"`
 }
 
-// Phases are the keys of Snapshot.Phases, always all present.
-var Phases = []string{"starting", "idle", "running", "cancelling", "stopping", "unreachable"}
+// Phases are the keys of Snapshot.Phases, always all present: the
+// registry's (every worker phase, then "unreachable").
+var Phases = slices.Clone(registry.Phases)
 
 // Settings are the bounds a runtime runs its kernels with: what a
 // snapshot reports before the registry has seen any request.

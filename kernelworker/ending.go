@@ -97,7 +97,7 @@ func (w *worker) onStartupTimeout(ctx actor.Context) {
 // is due here.
 func (w *worker) portExit(ctx actor.Context, st ExitStatus) {
 	killedBy := KilledBy(st, Limits{MemoryMB: w.opts.Limits.MemoryMB, FsizeMB: w.opts.Limits.FsizeMB}, "", 0, false, false)
-	ev := w.log.Warn().Int("exit_code", st.Code).Str("killed_by", killedBy).Str("phase", w.phase.name)
+	ev := w.log.Warn().Int("exit_code", st.Code).Str("killed_by", killedBy).Str("phase", string(w.phase.name))
 	if w.phase == phaseStarting {
 		// Nothing ran: waiting callers may safely run elsewhere.
 		ev.Str("stderr", w.k.stderr.String()).Msg("kernel exited before it was ready")
@@ -123,7 +123,7 @@ func (w *worker) exitedWhileEnding(ctx actor.Context, _ ExitStatus) { w.finish(c
 // fault is a protocol violation: the kernel cannot be
 // trusted with another byte.
 func (w *worker) fault(ctx actor.Context, err error) {
-	w.log.Warn().Err(err).Str("phase", w.phase.name).Msg("kernel protocol fault")
+	w.log.Warn().Err(err).Str("phase", string(w.phase.name)).Msg("kernel protocol fault")
 	if w.phase == phaseStarting {
 		w.failQueued(ReasonStartupFailed)
 		w.hardTeardown(ctx, telemetry.CrashStartupFailure)

@@ -114,18 +114,26 @@ type Exception struct {
 // (RequestFuture), the worker responds with *Status.
 type StatusRequest struct{}
 
-// Phases of a worker (docs/architecture.md, Phases), as Status.Phase.
+// Phase is a worker's phase as its Status reports it (docs/architecture.md,
+// Phases). The constants below are the one spelling of each; the
+// registry's snapshot keys and the metrics' phase labels derive from them.
+type Phase string
+
+// Phases of a worker, as Status.Phase.
 const (
-	PhaseStarting   = "starting"
-	PhaseIdle       = "idle"
-	PhaseRunning    = "running"
-	PhaseCancelling = "cancelling"
-	PhaseStopping   = "stopping"
+	PhaseStarting   Phase = "starting"
+	PhaseIdle       Phase = "idle"
+	PhaseRunning    Phase = "running"
+	PhaseCancelling Phase = "cancelling"
+	PhaseStopping   Phase = "stopping"
 )
+
+// Phases lists every phase a Status can report, in lifecycle order.
+var Phases = []Phase{PhaseStarting, PhaseIdle, PhaseRunning, PhaseCancelling, PhaseStopping}
 
 // Status describes a worker without any code, output or credential.
 type Status struct {
-	Phase           string
+	Phase           Phase
 	Generation      uint64
 	Key             any
 	QueueDepth      int

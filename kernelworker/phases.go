@@ -14,7 +14,7 @@ import (
 // interpreter's exit means in it. Everything else goes to worker.common.
 type phase struct {
 	// name is what Status reports.
-	name string
+	name Phase
 	// accepts: a new Execute is dispatched or queued, not refused with
 	// shutting_down.
 	accepts bool

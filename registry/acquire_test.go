@@ -129,8 +129,9 @@ func TestInvalidWorkerStatusMakesAcquireReplaceTheWorker(t *testing.T) {
 
 func TestNonAttachablePhasesAreReplacedAndAttachableOnesReused(t *testing.T) {
 	cases := map[string]struct {
-		phase, active string
-		reused        bool
+		phase  kernelworker.Phase
+		active string
+		reused bool
 	}{
 		"starting":   {kernelworker.PhaseStarting, "", true},
 		"idle":       {kernelworker.PhaseIdle, "", true},

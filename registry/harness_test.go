@@ -307,7 +307,7 @@ type fakeWorker struct {
 	gen uint64
 
 	// phase overrides the phase derived from the cells ("" = derived).
-	phase string
+	phase kernelworker.Phase
 	// status shapes the status answer: "" valid, or one of the broken
 	// answers of statusBreakers.
 	status string
@@ -422,7 +422,7 @@ func (w *fakeWorker) Receive(ctx actor.Context) {
 	}
 }
 
-func (w *fakeWorker) currentPhase() string {
+func (w *fakeWorker) currentPhase() kernelworker.Phase {
 	switch {
 	case w.phase != "":
 		return w.phase

@@ -5,17 +5,18 @@ import "github.com/asynkron/protoactor-go/actor"
 // snapshot counts exactly what is live now (docs/architecture.md,
 // Snapshot).
 func (r *registry) snapshot(ctx actor.Context) *Snapshot {
-	phases := map[string]int{
-		phaseStarting: 0, phaseIdle: 0, phaseRunning: 0, phaseCancelling: 0, phaseStopping: 0,
-		phaseUnreachable: len(r.stopping),
+	phases := make(map[string]int, len(Phases))
+	for _, p := range Phases {
+		phases[p] = 0
 	}
+	phases[string(phaseUnreachable)] = len(r.stopping)
 	es := make([]*entry, 0, len(r.entries))
 	for _, e := range r.entries {
 		es = append(es, e)
 	}
 	queued, deepest := 0, 0
 	for _, st := range r.statuses(ctx, es) {
-		phases[st.phase]++
+		phases[string(st.phase)]++
 		if st.phase != phaseUnreachable {
 			queued += st.queueDepth
 			deepest = max(deepest, st.queueDepth)

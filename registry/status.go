@@ -16,12 +16,26 @@ const (
 	phaseRunning     = kernelworker.PhaseRunning
 	phaseCancelling  = kernelworker.PhaseCancelling
 	phaseStopping    = kernelworker.PhaseStopping
-	phaseUnreachable = "unreachable"
+	phaseUnreachable = PhaseUnreachable
 )
+
+// PhaseUnreachable is the snapshot's phase of a kernel whose status is
+// invalid or missing, and of every kernel still stopping.
+const PhaseUnreachable kernelworker.Phase = "unreachable"
+
+// Phases are the keys of Snapshot.Phases, always all present: every worker
+// phase, then PhaseUnreachable.
+var Phases = func() []string {
+	out := make([]string, 0, len(kernelworker.Phases)+1)
+	for _, p := range kernelworker.Phases {
+		out = append(out, string(p))
+	}
+	return append(out, string(PhaseUnreachable))
+}()
 
 // workerStatus is a validated status (docs/architecture.md, Worker status).
 type workerStatus struct {
-	phase      string // phaseUnreachable when invalid
+	phase      kernelworker.Phase // phaseUnreachable when invalid
 	queueDepth int
 	active     string
 }
