@@ -165,7 +165,8 @@ type cellOutcome struct {
 }
 
 // runSession runs call as a cell on the owner's kernel
-// (docs/architecture.md, The life of a session cell). It falls back to a fresh process only before any
+// (docs/architecture.md, The life of a session cell). It falls back to a
+// fresh process only before any
 // submitted code can have started.
 func (r *Runtime) runSession(ctx context.Context, call Call, python string) (Result, error) {
 	started := time.Now()

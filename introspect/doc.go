@@ -1,6 +1,7 @@
 // Package introspect is what an operator can see of the runtime, and
 // nothing of what its scripts do: the aggregate Snapshot of the kernel
-// subsystem (exact counts and the settings in effect), answered by an introspect
+// subsystem (exact counts and the settings in effect), answered by an
+// introspect
 // actor that asks the registry; the Journal, a bounded ring of redacted
 // python_repl_lifecycle_observed entries (docs/architecture.md,
 // Telemetry); and Metrics, a

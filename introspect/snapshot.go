@@ -8,7 +8,8 @@ import (
 )
 
 // Snapshot is the aggregate state of the kernel subsystem
-// (docs/architecture.md, Snapshot): exact counts and the settings in effect, never
+// (docs/architecture.md, Snapshot): exact counts and the settings in
+// effect, never
 // identities, keys, paths, PIDs or payload.
 type Snapshot struct {
 	Capacity Capacity `json:"capacity"`

@@ -147,7 +147,8 @@ func (w *worker) decide(crash telemetry.SessionCrashReason) {
 }
 
 // hardTeardown terminates the process group: SIGTERM, a grace, SIGKILL,
-// a grace (docs/architecture.md, Cancellation). The group is signalled while the
+// a grace (docs/architecture.md, Cancellation). The group is signalled
+// while the
 // interpreter is unreaped, so its id cannot have been reused.
 func (w *worker) hardTeardown(ctx actor.Context, crash telemetry.SessionCrashReason) {
 	w.decide(crash)

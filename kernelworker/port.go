@@ -105,7 +105,8 @@ func (t *tailBuffer) String() string {
 
 // requestWriter writes request lines to the runner's fd 0 on its own
 // goroutine, so a runner that stops reading never blocks the actor
-// (docs/protocol.md, Requests). A failed write is dropped: the cell timer and the port
+// (docs/protocol.md, Requests). A failed write is dropped: the cell timer
+// and the port
 // exit bound whatever it was for.
 type requestWriter struct {
 	f    *os.File

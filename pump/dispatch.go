@@ -109,7 +109,8 @@ func runTool(ctx context.Context, cfg *Config, c claim, out chan<- outcome) {
 }
 
 // awaitApproval asks the broker for the call's approval under its
-// pre-allocated id (docs/protocol.md, Approvals). First it starts the watcher that
+// pre-allocated id (docs/protocol.md, Approvals). First it starts the
+// watcher that
 // cancels the prompt after the sweep ends and again after this dispatch
 // ends, so no prompt outlives both. approved is false for every outcome
 // but an approval; blocked is then the call's answer. A broker
@@ -205,7 +206,8 @@ func contentText(r tools.Result) string {
 	return strings.Join(parts, "\n")
 }
 
-// settle accounts one awaited call (docs/protocol.md, Budgets) and answers it; after a
+// settle accounts one awaited call (docs/protocol.md, Budgets) and answers
+// it; after a
 // published answer the marker goes, then the shim is rung.
 func (s *sweeper) settle(c claim, o outcome) {
 	stats := s.stats

@@ -16,7 +16,8 @@
 //
 // Two drivers run sweeps. Serve is the per-call loop: one run, one
 // goroutine, stats in its own hands. Server is the session-mode RPC server
-// (docs/protocol.md, A session cell's server), one per session cell: a loop goroutine owns the cell's
+// (docs/protocol.md, A session cell's server), one per session cell: a loop
+// goroutine owns the cell's
 // stats and its in-flight sweep, each sweep runs on its own goroutine
 // under a context derived from the cell signal, and the claim ledger is
 // fed synchronously, before every spend, into the server's memory. A
@@ -37,7 +38,8 @@
 // A kernel's bells are shared by the servers of its queued cells: each
 // subscribes, and every ring wakes every subscriber.
 //
-// Approvals (docs/protocol.md, Approvals): a call its Policy requires approval for, when
+// Approvals (docs/protocol.md, Approvals): a call its Policy requires
+// approval for, when
 // Config.Approvals is set, is held in its dispatch until the approval
 // broker decides. Every claim gets an approval id at claim time, before
 // its dispatch exists; a gated dispatch first has the broker watch the

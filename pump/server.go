@@ -130,7 +130,8 @@ func StartServer(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Abort stops the cell's bridge work: it cancels the cell signal (every dispatch
+// Abort stops the cell's bridge work: it cancels the cell signal (every
+// dispatch
 // sees its context end), lets an in-flight sweep finish for up to 25 ms,
 // then cancels it and settles it as failed unless it returned exact
 // stats. No sweep starts afterwards; the server stays up for

@@ -8,10 +8,12 @@ import (
 )
 
 // maxCleanupEntries bounds the protocol files Stop unlinks
-// (docs/protocol.md, Layout and teardown); whatever is left goes with the bridge base's bounded removal.
+// (docs/protocol.md, Layout and teardown); whatever is left goes with the
+// bridge base's bounded removal.
 const maxCleanupEntries = 10000
 
-// settle decides the fate of the current sweep from its result: a fault, or a cancellation that left claims unanswered, is a
+// settle decides the fate of the current sweep from its result: a fault, or
+// a cancellation that left claims unanswered, is a
 // failed sweep; anything else returned exact stats. A cancelled sweep
 // that abandoned nothing answered every claim it made, so its stats are
 // as good as a completed sweep's.

@@ -106,7 +106,8 @@ func (s *sweeper) claim(e entry) (claim, bool) {
 	return s.claimAuthenticated(e, req, err)
 }
 
-// claimAuthenticated is the claim step after authentication, guarded: a panic inside (a policy,
+// claimAuthenticated is the claim step after authentication, guarded: a
+// panic inside (a policy,
 // say) answers "rpc request failed" with the id remembered and no call
 // charged.
 func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c claim, ok bool) {

@@ -1,5 +1,6 @@
 // Package registry is the kernel registry of session mode
-// (docs/architecture.md, The kernel registry): one protoactor actor that owns which
+// (docs/architecture.md, The kernel registry): one protoactor actor that
+// owns which
 // kernel worker serves which Key, the owners (watched session actors) of
 // each kernel, the leases of callers using it, generations, admission
 // under a strict cap with idle-only least-recently-used eviction, idle

@@ -15,7 +15,8 @@ import (
 	"github.com/executecode/executecode/shimpy"
 )
 
-// Key is the identity of a kernel (docs/architecture.md, Keys): two calls share a
+// Key is the identity of a kernel (docs/architecture.md, Keys): two calls
+// share a
 // kernel exactly when their keys are equal. Cwd and Interpreter are
 // canonical (absolute, symlinks resolved); Helpers are de-duplicated and
 // sorted. Anything not in a Key (run ids, policy, timeouts, bounds,

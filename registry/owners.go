@@ -8,7 +8,8 @@ import (
 	"github.com/executecode/executecode/telemetry"
 )
 
-// leaveKernel removes o from e (docs/architecture.md, Owner departure). A kernel left without owners
+// leaveKernel removes o from e (docs/architecture.md, Owner departure). A
+// kernel left without owners
 // stops at once. Otherwise o's leases on e end with cause ErrOwnerGone:
 // the worker drops o's queued cells and, if o's cell is the active one,
 // cancels it and discards the kernel; the co-owners keep it otherwise.

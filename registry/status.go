@@ -8,7 +8,8 @@ import (
 	"github.com/executecode/executecode/kernelworker"
 )
 
-// Worker phases (docs/architecture.md, Phases), and the registry's name for a worker
+// Worker phases (docs/architecture.md, Phases), and the registry's name for
+// a worker
 // whose status is invalid or that does not answer.
 const (
 	phaseStarting    = kernelworker.PhaseStarting

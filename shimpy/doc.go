@@ -14,7 +14,8 @@
 // (file names,
 // frame shapes, the doorbell wait) and the exception frame it leaves for the
 // host. It may call only the Go standard library, x/sys/unix (for the
-// token's socket pair) and tools (for the helper names and their order). It never touches the filesystem, starts a
+// token's socket pair) and tools (for the helper names and their order). It
+// never touches the filesystem, starts a
 // process, or decides anything the host enforces:
 // authentication, budgets other than text(), and dispatch belong to pump.
 //

@@ -186,7 +186,8 @@ func execWithLimits(steps *[4]rlimitStep, path *byte, argv, envp **byte) {
 // so python gets exactly the files the host gave it: Go's fork passes on
 // whatever the host itself inherited without close-on-exec (a service
 // manager's, a shell's or a job runner's descriptors), and a script must
-// never hold a descriptor the runtime would not give it. Marking rather than closing leaves the launcher's own runtime
+// never hold a descriptor the runtime would not give it. Marking rather
+// than closing leaves the launcher's own runtime
 // descriptors usable until the execve.
 func closeInheritedOnExec(keep int) {
 	if keep < 3 {
