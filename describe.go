@@ -5,25 +5,26 @@ import (
 	"strings"
 
 	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/tools"
 )
 
 // signatures are the helper stubs as the model sees them.
 var signatures = map[string]string{
-	"read":     "read(path, offset=None, limit=None)",
-	"grep":     "grep(pattern, path=None, glob=None, case_sensitive=None, literal=None, context_lines=None, max_results=None)",
-	"find":     "find(pattern, path=None, type=None, max_depth=None, max_results=None, hidden=None)",
-	"ls":       "ls(path=None, all=None, long=None, recursive=None, max_depth=None, max_entries=None)",
-	"webfetch": "webfetch(url, extract_mode=None, max_chars=None)",
+	tools.Read:     "read(path, offset=None, limit=None)",
+	tools.Grep:     "grep(pattern, path=None, glob=None, case_sensitive=None, literal=None, context_lines=None, max_results=None)",
+	tools.Find:     "find(pattern, path=None, type=None, max_depth=None, max_results=None, hidden=None)",
+	tools.Ls:       "ls(path=None, all=None, long=None, recursive=None, max_depth=None, max_entries=None)",
+	tools.Webfetch: "webfetch(url, extract_mode=None, max_chars=None)",
 }
 
-// Tool identity and parameter schema (bridge.md §1.1).
+// Tool identity and parameter schema, as the model is shown them.
 const (
 	ToolName  = "execute_code"
 	ToolLabel = "Execute Code"
 )
 
-// Description is the tool description for cfg (bridge.md §1.2, with a
-// space between the mode and helper sentences: ruling 14). Equal configs
+// Description is the tool description for cfg: the mode sentence, then the
+// helper sentences, separated by one space. Equal configs
 // give byte-identical descriptions, so prompt caches stay warm.
 func Description(cfg config.Config) string {
 	var b strings.Builder
@@ -53,7 +54,8 @@ func Description(cfg config.Config) string {
 	return b.String()
 }
 
-// Parameters is the JSON schema of the tool's input (bridge.md §1.1).
+// Parameters is the JSON schema of the tool's input (script, timeout_ms,
+// reset).
 func Parameters() map[string]any {
 	return map[string]any{
 		"type":     "object",

@@ -13,4 +13,15 @@
 // registry, approval, introspect, tools and telemetry; it never reads or writes
 // bridge files itself (the pump does) and never starts a process except
 // through kernelworker.
+//
+// What an embedder uses: this package (New, its options, Execute and
+// ExecuteParams, Attach and Detach, Snapshot, Metrics, Lifecycle,
+// ResolveApproval, Close), config (loading and the Config value), tools
+// (the Tool interface and Result, for host-supplied helpers), telemetry
+// (the Bus and the typed events a host subscribes to) and, from approval,
+// the Approver half (Approver, ApproverFunc, Request, Decision). Every other
+// package (actors, registry, kernelworker, pump, shimpy, privatetmp,
+// introspect, the approval broker and everything under internal/) is the
+// runtime's own machinery: its exported names serve sibling packages and
+// carry no compatibility promise.
 package executecode

@@ -19,8 +19,8 @@ import (
 )
 
 // Each test drives real python3 kernels through one path and checks the
-// exact event sequence kernel.md §10.1 and bridge.md §8 prescribe, live
-// counts included (ruling 13).
+// exact event sequence of docs/architecture.md, Telemetry, live counts
+// included (docs/architecture.md, Rules: exact counts).
 
 func TestAPerCallRunEmitsOneStopAndNoKernelEvent(t *testing.T) {
 	r := newRig(t, withCfg(func(c *config.Config) { c.KernelMode = config.PerCall }))
@@ -50,7 +50,7 @@ func TestCellsEmitStartAndStopWithTheirOutcome(t *testing.T) {
 		"cell_started", "cell_stopped"}, got)
 }
 
-// kernel.md §10.1: timeout is cell.stop(timeout) then cell.cancel(timeout);
+// A timeout is cell.stop(timeout) then cell.cancel(timeout);
 // the kernel then stops itself as asked after the interrupt, which is a
 // session.stop, not a crash.
 func TestATimedOutCellIsStoppedThenCancelledAndItsKernelStops(t *testing.T) {
@@ -153,7 +153,7 @@ func TestAnIdleKernelIsReapedThenStopped(t *testing.T) {
 	assert.Equal(t, int64(20), s.Reap.IntervalMS)
 }
 
-// bridge.md §8: every fallback is emitted with its reason by the facade,
+// Every fallback is emitted with its reason by the facade,
 // and the isolated run emits its own execute_code.stop.
 func TestEveryFallbackIsEmittedWithItsReason(t *testing.T) {
 	r := newRig(t, withCfg(func(c *config.Config) { c.MaxLiveKernels = 1 }))
@@ -178,7 +178,7 @@ func TestEveryFallbackIsEmittedWithItsReason(t *testing.T) {
 		"cell.stop(ok)")
 }
 
-// bridge.md §8: one bridge.deny (reason authentication) per request that
+// One bridge.deny (reason authentication) per request that
 // fails authentication, in session mode only.
 func TestEachForgedSessionRequestIsABridgeDenial(t *testing.T) {
 	const forge = `

@@ -22,7 +22,8 @@ import (
 	"github.com/executecode/executecode/tools"
 )
 
-// minTimeout is the floor of a call's timeout_ms (bridge.md §1.5).
+// minTimeout is the floor of a call's timeout_ms: a call's timeout is
+// clamped to [minTimeout, the configured timeout_ms].
 const minTimeout = time.Second
 
 // Call is one execute_code invocation.
@@ -291,7 +292,7 @@ func (r *Runtime) enter() bool {
 	return true
 }
 
-// interpreter resolves python3 once per runtime (bridge.md §1.3 step 6).
+// interpreter resolves python3 once per runtime (kernelworker.ResolvePython).
 func (r *Runtime) interpreter() (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 
 // FallbackReason is Details.FallbackReason: why a session call ran
 // isolated, per call. Session mode may do so only before any submitted
-// code starts (bridge.md §1.7.4, ruling 4).
+// code starts (docs/architecture.md, Rules: fallback only before code).
 type FallbackReason string
 
 // Values of FallbackReason, the same as telemetry's.

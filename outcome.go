@@ -6,6 +6,7 @@ import (
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/pump"
+	"github.com/executecode/executecode/tools"
 )
 
 // outcome is what a run ended with, in either mode, before it is worded:
@@ -56,8 +57,8 @@ type fallbackFacts struct {
 	resetPerformed bool
 }
 
-// format builds the model-visible result of o (bridge.md §1.8–1.9 with
-// design.md's rulings): the headline, the text() blocks, then the
+// format builds the model-visible result of o (README.md, The result):
+// the headline, the text() blocks, then the
 // labelled diagnostics tail with its spill note. A cell's result is laid
 // out and worded as a per-call run's where the ending exists in both
 // modes, and every cell ending that loses the state says so.
@@ -78,7 +79,7 @@ func (r *Runtime) format(o outcome) Result {
 		text = historicText(h, o.output.Text, sp, leads)
 	}
 	trust := Trusted
-	if _, web := o.stats.ToolsUsed["webfetch"]; web || o.stats.Untrusted || d.RPCAccountingLoss {
+	if _, web := o.stats.ToolsUsed[tools.Webfetch]; web || o.stats.Untrusted || d.RPCAccountingLoss {
 		trust = Untrusted
 	}
 	res := textResult(text, d, trust, blocks)

@@ -35,7 +35,8 @@ type workspace struct {
 	tokenFD   int
 }
 
-// stage builds the workspace of bridge.md §3.2: base → rpc dir → shim →
+// stage builds the workspace (docs/protocol.md, Layout and teardown):
+// base → rpc dir → shim →
 // script, each created privately, and the socket that hands python the
 // token. The token is never written to the workspace or the environment:
 // any process of the user can read those of another run. Any failure
@@ -78,7 +79,8 @@ func (r *Runtime) stage(root *privatetmp.Root, script string) (ws workspace, err
 	return ws, err
 }
 
-// effectiveTimeout clamps a call's timeout_ms (bridge.md §1.5).
+// effectiveTimeout clamps a call's timeout_ms to [1 s, the configured
+// timeout]; 0 means the configured one.
 func (r *Runtime) effectiveTimeout(ms int) time.Duration {
 	limit := r.cfg.Timeout()
 	if ms == 0 {
@@ -88,7 +90,7 @@ func (r *Runtime) effectiveTimeout(ms int) time.Duration {
 }
 
 // innerTools is the helper map the pump may dispatch to: the configured
-// subset of the allowlist, never more (bridge.md §2.3).
+// subset of the allowlist, never more.
 func (r *Runtime) innerTools() map[string]tools.Tool {
 	m := make(map[string]tools.Tool, len(r.cfg.Tools))
 	for _, name := range r.cfg.Tools {
@@ -99,7 +101,8 @@ func (r *Runtime) innerTools() map[string]tools.Tool {
 	return m
 }
 
-// perCallRunner runs each call in a fresh interpreter (bridge.md §1.6).
+// perCallRunner runs each call in a fresh interpreter
+// (docs/architecture.md, The life of a per-call run).
 type perCallRunner struct{ r *Runtime }
 
 // run stages the workspace, starts python3 on it, serves its helper calls

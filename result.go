@@ -115,7 +115,7 @@ func withMarker(out string, sp spillNote) string {
 	return out
 }
 
-// assemble builds the result-channel text (bridge.md §1.9.2).
+// assemble builds the result-channel text (README.md, The result).
 func assemble(headline string, blocks []string, out string, sp spillNote) string {
 	body := out
 	if body == "" {
@@ -138,7 +138,7 @@ var (
 	endMarkerRE   = regexp.MustCompile(`(?i)` + regexp.QuoteMeta(markerEnd))
 )
 
-// wrapUntrusted wraps text as external content (bridge.md §1.8), defusing
+// wrapUntrusted wraps text as external content, defusing
 // any marker the content itself carries so it cannot close the wrapper.
 func wrapUntrusted(text string) string {
 	text = endMarkerRE.ReplaceAllString(text, "[[END_MARKER_SANITIZED]]")
@@ -157,7 +157,7 @@ func textResult(text string, d *Details, trust string, blocks []string) Result {
 }
 
 // historicText is the stdout-only result of a run without text() blocks
-// (bridge.md §1.9.1), kept byte-for-byte; leads puts the headline of a
+// (README.md, The result), kept byte-for-byte; leads puts the headline of a
 // stopped run before the output.
 func historicText(headline, out string, sp spillNote, leads bool) string {
 	body := withMarker(out, sp)

@@ -44,7 +44,7 @@ type Scope struct {
 
 // Owner is an attached session. Its kernels keep their state between
 // calls until Detach; a detached owner is exactly like a dead one to the
-// registry (ruling 6).
+// registry (docs/architecture.md, Owner departure).
 type Owner struct {
 	scope    Scope
 	owner    *registry.Owner
@@ -130,7 +130,7 @@ func (r *Runtime) kernelWorkspace() (string, error) {
 }
 
 // sessionRunner runs each call as a cell on its owner's kernel
-// (bridge.md §1.7, kernel.md §1.1). It gives up with a *notStarted only
+// (docs/architecture.md, The life of a session cell). It gives up with a *notStarted only
 // before any submitted code can have started.
 type sessionRunner struct{ r *Runtime }
 
@@ -423,7 +423,8 @@ func endedByOwner(res kernelworker.CellResult) bool {
 }
 
 // withTraceback appends the runner's filtered traceback to the captured
-// output, so the diagnostics show where the exception came from (ruling 5).
+// output, so the diagnostics show where the exception came from, as a
+// per-call run's do.
 func withTraceback(out, tb string) string {
 	if tb == "" {
 		return out

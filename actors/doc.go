@@ -21,4 +21,9 @@
 //
 // The package owns only the wiring (who spawns whom, which strategy); it
 // must not hold kernel, registry or ledger state itself.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package actors

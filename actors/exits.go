@@ -33,7 +33,8 @@ func (r *exitReport) chain(next func(kernelworker.Exit)) func(kernelworker.Exit)
 
 // exitBook maps each started worker to its report, for the registry's
 // ExitOf: a kernel that ended on its own is reported with why it ended
-// (kernel.md §3.9) rather than as an unknown crash.
+// (docs/architecture.md, Stopping a kernel, and crash reports) rather
+// than as an unknown crash.
 type exitBook struct {
 	mu      sync.Mutex
 	reports map[string]*exitReport

@@ -1,4 +1,5 @@
-// Package approval is the approval broker of execute_code (bridge.md §7):
+// Package approval is the approval broker of execute_code (docs/protocol.md,
+// Approvals):
 // one protoactor actor that holds the pending approval prompts, the
 // approvals stored by scope, and a watcher actor per approval-requiring
 // claim.
@@ -21,7 +22,7 @@
 // of the broker forgets those it stored (later calls prompt again) and
 // cancels every pending prompt.
 //
-// Watchers (bridge.md §7.3): Broker.Watch spawns a child actor that
+// Watchers: Broker.Watch spawns a child actor that
 // cancels the prompt after the sweep's end and again after the dispatch's
 // end, and stops once both ended and both cancels were applied. The second
 // cancel is enqueued strictly after the dispatch ended, hence after any
@@ -38,4 +39,11 @@
 // runs tools, never touches a bridge directory, and never writes approval
 // ids, session or agent ids, arguments, rationales or raw errors into
 // telemetry or logs.
+//
+// Only one half of it is an embedder's API: Approver and ApproverFunc, with
+// the Request, Decision and errors they exchange, which a host implements
+// and hands to executecode.WithApprover. The broker (Broker, Config,
+// Outcome and the actor messages) is the runtime's own machinery; its
+// exported names exist for sibling packages and carry no compatibility
+// promise.
 package approval

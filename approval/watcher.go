@@ -4,7 +4,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// endedReason is the cancel reason of a watcher (bridge.md §7.3).
+// endedReason is the cancel reason of a watcher (docs/protocol.md,
+// Approvals).
 const endedReason = "execute_code dispatch ended"
 
 const (

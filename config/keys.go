@@ -22,8 +22,8 @@ type key struct {
 	kind kind
 }
 
-// keys lists every key in the order TOML renders them (the seed's order,
-// then the Go port's additions).
+// keys lists every key in the order TOML renders them (the original
+// tool's keys first, then the Go port's additions).
 var keys = []key{
 	{"enabled", kindBool},
 	{"python_path", kindPath},

@@ -62,7 +62,8 @@ func roundTrip(b *testing.B, wakeups bool, calls int, tmpDir string) (median, p9
 // Fewer calls are made poll-only: each costs tens of milliseconds.
 //
 // A run's response files stay in its rpc directory until the run ends
-// (bridge.md §4), so every sweep lists more of them: 1,000 calls measure a
+// (they are removed with it), so every sweep lists more of them: 1,000
+// calls measure a
 // directory of 500 files on average. Runs within the default budget of 100
 // calls are measured too (the median of five such runs' medians).
 func BenchmarkHelperRoundTrip(b *testing.B) {

@@ -4,4 +4,8 @@
 // the private staging root) closing every test.
 //
 // It has no non-test code and must not be imported.
+//
+// Like every package but executecode, config, tools, telemetry and
+// approval.Approver, it is the runtime's own machinery, with no
+// compatibility promise.
 package integration

@@ -23,7 +23,7 @@ import (
 	"github.com/executecode/executecode/internal/proctest"
 )
 
-// escalation is the spec's bound on how long a kill may take once its
+// escalation is the bound on how long a kill may take once its
 // deadline is reached: SIGINT, SIGTERM and SIGKILL one second apart.
 const escalation = 3 * time.Second
 
@@ -105,7 +105,8 @@ func writePID(name string) string {
 
 // killMarked SIGKILLs every process of mark still alive: descendants
 // that escaped their group with setsid are outside the runtime's reach
-// by design (ruling 8) and must not outlive the test.
+// by design (docs/architecture.md, Rules: no survivors) and must not
+// outlive the test.
 func killMarked(mark string) {
 	for _, pid := range proctest.Marked(markEnv, mark) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -290,7 +291,8 @@ func TestStoppedKernelIsDetectedAndDiscardedAtTheDeadline(t *testing.T) {
 
 // A grandchild that leaves the group (setsid) and keeps the output open
 // cannot hold a run past its end: the drain is bounded. Containing such a
-// descendant is the sandbox's job (ruling 8), so the test kills it.
+// descendant is the sandbox's job (docs/architecture.md, Rules: no
+// survivors), so the test kills it.
 func TestGrandchildHoldingTheOutputOpenCannotDelayTheResult(t *testing.T) {
 	const holder = `
 import os, subprocess, sys

@@ -246,7 +246,7 @@ func (c *countingTool) Execute(ctx context.Context, _ map[string]any) (tools.Res
 }
 
 // A request published after the script exited is tool work nobody waits
-// for: it is never dispatched (bridge.md §5.2).
+// for: it is never dispatched (docs/protocol.md, Per-call runs).
 func TestRequestPublishedAfterTheScriptExitedIsNeverDispatched(t *testing.T) {
 	ct := &countingTool{name: "read"}
 	e := newEnv(t, nil, withTools(map[string]tools.Tool{"read": ct}))

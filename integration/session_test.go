@@ -194,7 +194,8 @@ func TestSnapshotCountsLiveKernels(t *testing.T) {
 	assert.Equal(t, 1, snap.Owners)
 }
 
-// Ruling 6: a departing co-owner loses only its queued cell; the kernel and
+// Owner departure (docs/architecture.md): a departing co-owner loses only
+// its queued cell; the kernel and
 // the other owner's running cell are untouched.
 func TestDepartingCoOwnerLosesOnlyItsQueuedCell(t *testing.T) {
 	e := sessionEnv(t, nil)

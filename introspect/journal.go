@@ -12,7 +12,8 @@ import (
 // DefaultJournalSize is how many lifecycle entries a Journal keeps.
 const DefaultJournalSize = 1024
 
-// Kind is the record kind of every journal entry (kernel.md §10.2).
+// Kind is the record kind of every journal entry (docs/architecture.md,
+// Telemetry).
 const Kind = "python_repl_lifecycle_observed"
 
 // Entry is one redacted lifecycle record: a python_repl event's summary
@@ -89,7 +90,8 @@ func (j *Journal) Entries() []Entry {
 	return out
 }
 
-// DroppedLateOutputBytes is the total of output dropped under ruling 7.
+// DroppedLateOutputBytes is the total of output dropped as late
+// (docs/protocol.md, Late output and thread generations).
 func (j *Journal) DroppedLateOutputBytes() int64 {
 	if j == nil {
 		return 0

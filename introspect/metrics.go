@@ -90,7 +90,7 @@ func NewMetrics(snapshot func(context.Context) (Snapshot, error), dropped func()
 	m.cellDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "cell_duration_seconds",
 		Help: "Cell durations, by outcome.", Buckets: runBuckets}, []string{"outcome"})
 	m.events = append(m.events, m.cellDuration)
-	m.droppedLate = counter("dropped_late_output_bytes_total", "Output bytes earlier cells' threads wrote during later cells, dropped (ruling 7).")
+	m.droppedLate = counter("dropped_late_output_bytes_total", "Output bytes earlier cells' threads wrote during later cells, dropped.")
 	m.fallbacks = counterVec("fallbacks_total", "Session calls that ran isolated, and kernel stops that failed (stop_failed), by reason.", "reason")
 	m.denials = counterVec("bridge_denials_total", "Bridge requests (session) and frames (either mode) refused for failed authentication.", "reason")
 	m.apprRequested = counterVec("approvals_requested_total", "Approval prompts registered, by helper.", "tool")

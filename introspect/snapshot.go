@@ -1,13 +1,15 @@
 package introspect
 
 import (
+	"slices"
 	"time"
 
 	"github.com/executecode/executecode/registry"
 )
 
-// Snapshot is the aggregate state of the kernel subsystem (kernel.md
-// §3.11, ruling 13): exact counts and the settings in effect, never
+// Snapshot is the aggregate state of the kernel subsystem
+// (docs/architecture.md, Snapshot): exact counts and the settings in
+// effect, never
 // identities, keys, paths, PIDs or payload.
 type Snapshot struct {
 	Capacity Capacity `json:"capacity"`
@@ -23,7 +25,7 @@ type Snapshot struct {
 	ForkedOwners int  `json:"forked_owners"`
 	Reap         Reap `json:"reap"`
 	// DroppedLateOutputBytes totals the output that threads of earlier
-	// cells wrote during later ones, dropped under ruling 7.
+	// cells wrote during later ones, dropped as late output.
 	DroppedLateOutputBytes int64 `json:"dropped_late_output_bytes"`
 }
 
@@ -50,8 +52,9 @@ type Reap struct {
 	IntervalMS    int64 `json:"interval_ms"`
 }
 
-// Phases are the keys of Snapshot.Phases, always all present.
-var Phases = []string{"starting", "idle", "running", "cancelling", "stopping", "unreachable"}
+// Phases are the keys of Snapshot.Phases, always all present: the
+// registry's (every worker phase, then "unreachable").
+var Phases = slices.Clone(registry.Phases)
 
 // Settings are the bounds a runtime runs its kernels with: what a
 // snapshot reports before the registry has seen any request.

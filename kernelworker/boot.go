@@ -37,8 +37,9 @@ type kernel struct {
 	booted time.Time
 }
 
-// Start boots a kernel synchronously (kernel.md §4.2: workspace, staged
-// runner and helpers, interpreter, init request) and spawns its worker
+// Start boots a kernel synchronously (docs/architecture.md, Boot:
+// workspace, staged runner and helpers, interpreter, init request) and
+// spawns its worker
 // actor as a child of parent. It does not wait for the runner's ready.
 // On failure the error wraps ErrStartupFailed and nothing is left behind.
 func Start(parent actor.SpawnerContext, opts Options) (Handle, error) {
@@ -62,7 +63,7 @@ func Start(parent actor.SpawnerContext, opts Options) (Handle, error) {
 	return Handle{PID: pid, Bells: k.bells, Workspace: k.dir}, nil
 }
 
-// boot runs the steps of kernel.md §4.2; the first failure undoes the
+// boot runs the steps of Start; the first failure undoes the
 // earlier ones.
 func boot(opts Options) (k *kernel, err error) {
 	k = &kernel{booted: time.Now(), frames: newFrameSink(), stderr: proc.NewTailBuffer(stderrTailBytes)}
@@ -195,7 +196,8 @@ func (k *kernel) release(logger *zerolog.Logger) {
 	}
 }
 
-// requestLine encodes one request as a JSON line (kernel.md §6.1).
+// requestLine encodes one request as a JSON line (docs/protocol.md,
+// Requests).
 func requestLine(req map[string]any) ([]byte, error) {
 	b, err := json.Marshal(req)
 	if err != nil {

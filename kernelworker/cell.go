@@ -31,7 +31,7 @@ type cell struct {
 	cancelEmitted bool
 }
 
-// elapsed is kernel.md §1.4's duration_ms: from the started frame, or the
+// elapsed is the cell's duration_ms: from the started frame, or the
 // dispatch when none arrived; 0 for a cell that never ran.
 func (c *cell) elapsed(now time.Time) time.Duration {
 	switch {
@@ -61,7 +61,7 @@ func (c *cell) cleanException(f Frame) *Exception {
 
 // finishOutput ends the capture once and returns what it kept; later
 // calls return the same Output (a timed-out capture is never finished
-// twice, kernel.md §4.9).
+// twice).
 func (c *cell) finishOutput(release func(string)) proc.Output {
 	if c.capture == nil || c.outputDone {
 		return c.output

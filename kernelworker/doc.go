@@ -3,7 +3,8 @@
 // processes themselves (start, limits, kill, capture, the guard) belong
 // to internal/proc, which this package imports.
 //
-// Kernels (kernel.md §4–§6): Start boots one python3 running the staged
+// Kernels (docs/architecture.md, The kernel worker; docs/protocol.md,
+// Part 2): Start boots one python3 running the staged
 // runner.py in a private workspace, with requests on fd 0, the runner's
 // frames on fd 1, its start-up stderr on a pipe of its own and the
 // kernel's doorbells on fds 3 and 4, then spawns its worker actor. The
@@ -20,4 +21,9 @@
 // never touches a cell's bridge directory, the registry or any other
 // actor's state. Nothing here signals a process group whose leader it has
 // already reaped.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package kernelworker

@@ -10,8 +10,9 @@ import (
 	"github.com/executecode/executecode/telemetry"
 )
 
-// How a kernel ends: cancellation (kernel.md §4.8), failures (§4.9),
-// external stop (§4.10), and the teardown they all finish with.
+// How a kernel ends: cancellation, other failures, external stop
+// (docs/architecture.md, The kernel worker), and the teardown they all
+// finish with.
 
 const crashEscalation = telemetry.CrashCancellationEscalation
 
@@ -34,7 +35,8 @@ func (w *worker) requestShutdown() {
 	}
 }
 
-// onStop is kernel.md §4.10 without blocking the actor: each wait is a
+// onStop is the external stop (docs/architecture.md, External stop)
+// without blocking the actor: each wait is a
 // phase with a timer that ends at the frame (or exit) it waits for.
 func (w *worker) onStop(ctx actor.Context, reason string) {
 	p := w.phase
@@ -84,18 +86,19 @@ func (w *worker) haltShutdown(ctx actor.Context) {
 	w.arm(timerHalt, w.opts.ByeTimeout)
 }
 
-// onStartupTimeout: no ready within the startup timeout (kernel.md §4.9).
+// onStartupTimeout: no ready within the startup timeout.
 func (w *worker) onStartupTimeout(ctx actor.Context) {
 	w.log.Warn().Str("stderr", w.k.stderr.String()).Msg("kernel not ready within the startup timeout")
 	w.failQueued(ReasonStartupFailed)
 	w.hardTeardown(ctx, telemetry.CrashStartupFailure)
 }
 
-// portExit: the interpreter died on its own (kernel.md §4.9). Its group
-// was killed before it was reaped (ruling 8), so no signal is due here.
+// portExit: the interpreter died on its own. Its group was killed before
+// it was reaped (docs/architecture.md, Rules: no survivors), so no signal
+// is due here.
 func (w *worker) portExit(ctx actor.Context, st proc.ExitStatus) {
 	killedBy := proc.KilledBy(st, proc.Limits{MemoryMB: w.opts.Limits.MemoryMB, FsizeMB: w.opts.Limits.FsizeMB}, "", 0)
-	ev := w.log.Warn().Int("exit_code", st.Code).Str("killed_by", killedBy).Str("phase", w.phase.name)
+	ev := w.log.Warn().Int("exit_code", st.Code).Str("killed_by", killedBy).Str("phase", string(w.phase.name))
 	if w.phase == phaseStarting {
 		// Nothing ran: waiting callers may safely run elsewhere.
 		ev.Str("stderr", w.k.stderr.String()).Msg("kernel exited before it was ready")
@@ -118,10 +121,10 @@ func (w *worker) portExit(ctx actor.Context, st proc.ExitStatus) {
 // exitedWhileEnding: the exit a stop or teardown was waiting for.
 func (w *worker) exitedWhileEnding(ctx actor.Context, _ proc.ExitStatus) { w.finish(ctx) }
 
-// fault is a protocol violation (kernel.md §4.9): the kernel cannot be
+// fault is a protocol violation: the kernel cannot be
 // trusted with another byte.
 func (w *worker) fault(ctx actor.Context, err error) {
-	w.log.Warn().Err(err).Str("phase", w.phase.name).Msg("kernel protocol fault")
+	w.log.Warn().Err(err).Str("phase", string(w.phase.name)).Msg("kernel protocol fault")
 	if w.phase == phaseStarting {
 		w.failQueued(ReasonStartupFailed)
 		w.hardTeardown(ctx, telemetry.CrashStartupFailure)
@@ -145,7 +148,8 @@ func (w *worker) decide(crash telemetry.SessionCrashReason) {
 }
 
 // hardTeardown terminates the process group: SIGTERM, a grace, SIGKILL,
-// a grace (kernel.md §4.8, §5.4). The group is signalled while the
+// a grace (docs/architecture.md, Cancellation). The group is signalled
+// while the
 // interpreter is unreaped, so its id cannot have been reused.
 func (w *worker) hardTeardown(ctx actor.Context, crash telemetry.SessionCrashReason) {
 	w.decide(crash)

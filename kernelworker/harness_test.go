@@ -208,7 +208,7 @@ func (h *kernelHarness) status(pid *actor.PID) *Status {
 }
 
 // waitPhase polls Status until the worker reports phase.
-func (h *kernelHarness) waitPhase(pid *actor.PID, phase string) {
+func (h *kernelHarness) waitPhase(pid *actor.PID, phase Phase) {
 	h.t.Helper()
 	deadline := time.Now().Add(hangGuard)
 	for time.Now().Before(deadline) {

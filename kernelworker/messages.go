@@ -42,13 +42,14 @@ type Execute struct {
 	Reply chan<- CellResult
 }
 
-// Bridge is a cell's helper binding (bridge.md §4.8).
+// Bridge is a cell's helper binding (docs/protocol.md, How the token
+// reaches python).
 type Bridge struct {
 	Dir, Token   string
 	MaxTextBytes int
 }
 
-// Reasons of a CellResult (kernel.md §1.4); "" is success.
+// Reasons of a CellResult (README.md, Session mode); "" is success.
 const (
 	ReasonException       = "exception"
 	ReasonTimeout         = "timeout"
@@ -98,7 +99,8 @@ type CellResult struct {
 	// this cell (Reason port_exit), so the host can report its code.
 	Exit *proc.ExitStatus
 	// DroppedLateOutput counts bytes that threads of earlier cells wrote
-	// during this one, which the runner dropped (design ruling 7).
+	// during this one, which the runner dropped (docs/protocol.md, Late
+	// output and thread generations).
 	DroppedLateOutput int
 }
 
@@ -113,18 +115,26 @@ type Exception struct {
 // (RequestFuture), the worker responds with *Status.
 type StatusRequest struct{}
 
-// Phases of a worker (kernel.md §4.3), as Status.Phase.
+// Phase is a worker's phase as its Status reports it (docs/architecture.md,
+// Phases). The constants below are the one spelling of each; the
+// registry's snapshot keys and the metrics' phase labels derive from them.
+type Phase string
+
+// Phases of a worker, as Status.Phase.
 const (
-	PhaseStarting   = "starting"
-	PhaseIdle       = "idle"
-	PhaseRunning    = "running"
-	PhaseCancelling = "cancelling"
-	PhaseStopping   = "stopping"
+	PhaseStarting   Phase = "starting"
+	PhaseIdle       Phase = "idle"
+	PhaseRunning    Phase = "running"
+	PhaseCancelling Phase = "cancelling"
+	PhaseStopping   Phase = "stopping"
 )
+
+// Phases lists every phase a Status can report, in lifecycle order.
+var Phases = []Phase{PhaseStarting, PhaseIdle, PhaseRunning, PhaseCancelling, PhaseStopping}
 
 // Status describes a worker without any code, output or credential.
 type Status struct {
-	Phase           string
+	Phase           Phase
 	Generation      uint64
 	Key             any
 	QueueDepth      int
@@ -133,7 +143,7 @@ type Status struct {
 	ProcessAlive    bool
 }
 
-// Stop ends the worker gracefully (kernel.md §4.10): an active cell is
+// Stop ends the worker gracefully: an active cell is
 // interrupted and answered with Reason interrupted and KilledBy = Reason,
 // queued cells get shutting_down, the kernel is asked to shut down, then
 // its process group is terminated, and the actor stops. Watch the worker

@@ -18,7 +18,7 @@ import (
 // workspace, no pipe.
 var ErrStartupFailed = errors.New("kernel startup failed")
 
-// Defaults of Options (kernel.md §0.3).
+// Defaults of Options.
 const (
 	DefaultMaxQueuedCells = 8
 	DefaultMaxOutputBytes = 50000
@@ -43,8 +43,8 @@ type Options struct {
 	// Cwd is the canonical key cwd: the runner's base directory, and every
 	// cell's unless the cell names its own.
 	Cwd string
-	// Interpreter is the python3 path as configured; it is what runs
-	// (design ruling 9).
+	// Interpreter is the python3 path as configured; it is what runs, so a
+	// virtualenv's python3 keeps its environment.
 	Interpreter string
 	// HelperSource is the unconfigured lemon_tools module, staged next to
 	// the runner; "" stages none.

@@ -9,12 +9,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// A phase is one behaviour of the worker (kernel.md §4.3): which messages
-// it handles itself (its timers), which frames fit it (§4.6), and what the
+// A phase is one behaviour of the worker (docs/architecture.md, Phases):
+// which messages it handles itself (its timers), which frames fit it, and
+// what the
 // interpreter's exit means in it. Everything else goes to worker.common.
 type phase struct {
 	// name is what Status reports.
-	name string
+	name Phase
 	// accepts: a new Execute is dispatched or queued, not refused with
 	// shutting_down.
 	accepts bool
@@ -76,7 +77,7 @@ func init() {
 type timerKind int
 
 const (
-	timerStartup timerKind = iota // kernel.md §4.2: 10 s to ready
+	timerStartup timerKind = iota // 10 s to ready
 	timerCell                     // the active cell's timeout
 	timerGrace                    // SIGINT grace while cancelling
 	timerBye                      // bye wait after the cancelled cell's done
@@ -132,7 +133,7 @@ func (w *worker) fired(m *timerFired) bool {
 	return true
 }
 
-// Frame rules of kernel.md §4.6, one function per phase.
+// Frame rules (docs/protocol.md, Frames), one function per phase.
 
 func (w *worker) startingFrame(ctx actor.Context, f Frame) {
 	if f.Type != FrameReady {
@@ -204,7 +205,7 @@ func (w *worker) haltByeFrame(ctx actor.Context, f Frame) {
 }
 
 // unexpectedFrame: a parser-valid frame that does not fit the phase, or
-// a fatal frame, is a protocol fault (kernel.md §6.4).
+// a fatal frame, is a protocol fault.
 func (w *worker) unexpectedFrame(ctx actor.Context, f Frame) {
 	if f.Type == FrameFatal {
 		w.fault(ctx, &ProtocolError{Check: "fatal", Detail: sampleString(f.Reason)})

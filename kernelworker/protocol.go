@@ -9,7 +9,7 @@ import (
 	"strconv"
 )
 
-// Protocol constants (kernel.md §0.3, §6.2).
+// Protocol constants (docs/protocol.md, Part 2).
 const (
 	// FramePrefix starts every frame the runner writes on its control fd.
 	FramePrefix = "\x1elemon-python\t"
@@ -19,7 +19,7 @@ const (
 	MaxStreamChunk = 65536
 )
 
-// Frame types (kernel.md §6.2).
+// Frame types (docs/protocol.md, Frames).
 const (
 	FrameReady     = "ready"
 	FrameStarted   = "started"
@@ -34,7 +34,7 @@ const (
 // protocol and the kernel cannot be trusted any more.
 var ErrProtocol = errors.New("protocol violation")
 
-// ProtocolError names the check of kernel.md §6.3 that failed. Detail may
+// ProtocolError names the parser check that failed. Detail may
 // quote at most a short sample of the offending bytes: it is for logs,
 // never for telemetry or results.
 type ProtocolError struct {
@@ -51,7 +51,8 @@ func (e *ProtocolError) Error() string {
 
 func (e *ProtocolError) Unwrap() error { return ErrProtocol }
 
-// Checks of kernel.md §6.3, as ProtocolError.Check.
+// Checks of the frame parser (docs/protocol.md, Frames), as
+// ProtocolError.Check.
 const (
 	CheckBadPrefix         = "bad_prefix"
 	CheckFrameTooLarge     = "frame_too_large"
@@ -89,7 +90,7 @@ type Frame struct {
 	Dropped int
 }
 
-// Parser is the host's incremental frame parser (kernel.md §6.3). Feed
+// Parser is the host's incremental frame parser. Feed
 // accepts any split or coalescing of the byte stream. It fails closed: the
 // first error rejects the whole chunk it was found in, and every later
 // Feed returns the same error, so a parser that failed is never trusted

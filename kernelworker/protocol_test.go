@@ -148,7 +148,8 @@ func assertCheck(t *testing.T, err error, check string) {
 	assert.Equal(t, check, pe.Check, "error: %v", err)
 }
 
-// Every error row of kernel.md §6.3, after a preamble that puts the parser
+// Every check of the frame parser (docs/protocol.md, Frames), after a
+// preamble that puts the parser
 // in the state the row needs.
 func TestParserRejectsEveryProtocolViolation(t *testing.T) {
 	const (

@@ -13,7 +13,8 @@ import (
 )
 
 // Cell events carry counts, durations and reasons from fixed lists only:
-// no code, output, token, path or exception text (kernel.md §10.3).
+// no code, output, token, path or exception text (docs/architecture.md,
+// Telemetry).
 func TestCellEventsCarryNoSecrets(t *testing.T) {
 	const sentinel = "SENTINEL_7f3a"
 	h := newKernelHarness(t)

@@ -12,7 +12,8 @@ import (
 	"github.com/executecode/executecode/telemetry"
 )
 
-// worker is the actor of one kernel (kernel.md §4): it owns the
+// worker is the actor of one kernel (docs/architecture.md, The kernel
+// worker): it owns the
 // interpreter process, the frame parser, the FIFO of waiting cells, the
 // active cell with its capture and timer, and every step of cancelling and
 // tearing the kernel down. Only its Receive touches this state; the port
@@ -137,7 +138,9 @@ func (w *worker) status() *Status {
 	return st
 }
 
-// onExecute is kernel.md §4.4.
+// onExecute refuses a full queue, a stopping worker and a caller already
+// gone, and otherwise dispatches the cell at once or queues it until its
+// deadline (docs/architecture.md, Execute and dispatch).
 func (w *worker) onExecute(ctx actor.Context, e *Execute) {
 	if e.Reply == nil {
 		w.log.Warn().Msg("execute without a reply channel dropped")
@@ -200,7 +203,7 @@ func validRequest(e *Execute) bool {
 	return true
 }
 
-// dispatch is kernel.md §4.5: the timer is armed before the eval is
+// dispatch starts a cell: the timer is armed before the eval is
 // written, and the eval is written exactly once.
 func (w *worker) dispatch(c *cell) {
 	w.cellSeq++
@@ -259,7 +262,7 @@ func (w *worker) applyCPUBudget(c *cell) {
 	w.cpuLimited = budget > 0
 }
 
-// complete is kernel.md §4.7: done while running.
+// complete ends the active cell on its done frame.
 func (w *worker) complete(ctx actor.Context, f Frame) {
 	c := w.active
 	w.disarm(timerCell)
@@ -286,7 +289,7 @@ func (w *worker) complete(ctx actor.Context, f Frame) {
 }
 
 // onCallerGone: a queued caller leaves the queue; the active, unanswered
-// caller's cell is cancelled and its kernel discarded (kernel.md §4.7).
+// caller's cell is cancelled and its kernel discarded.
 func (w *worker) onCallerGone(ctx actor.Context, ticket uint64) {
 	for i, c := range w.queue {
 		if c.ticket == ticket {

@@ -502,7 +502,7 @@ os._exit(3)
 	assert.Equal(t, []string{"start", "stop:ok", "start", "stop:port_exit", "cancel:shutdown"}, h.cellEvents())
 	assert.Equal(t, telemetry.CrashPortExit, h.exitsSoFar()[0].Crash)
 
-	// Ruling 8: the group is killed even though the runner died first.
+	// No survivors: the group is killed even though the runner died first.
 	b, err := os.ReadFile(pids)
 	require.NoError(t, err)
 	reap(t, pidLine(t, string(b), "grandchild"))

@@ -20,4 +20,9 @@
 // recurse into a stale root, or put a path into a report: SweepReport and
 // ReapReport are counts, and log lines name paths only at debug level (the
 // root) or not at all.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package privatetmp

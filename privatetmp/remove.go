@@ -6,7 +6,8 @@ import (
 	"github.com/executecode/executecode/internal/privfs"
 )
 
-// RemoveLimit is the entry-visit budget of one teardown (bridge.md §3.4): a
+// RemoveLimit is the entry-visit budget of one teardown (docs/protocol.md,
+// Layout and teardown): a
 // script that planted a huge tree cannot stall its owner in an unbounded
 // rm -rf; whatever is left stays owner-only under the private root.
 const RemoveLimit = 10000

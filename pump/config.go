@@ -22,7 +22,8 @@ type Policy interface {
 }
 
 // ApprovalContext is who asks for approvals and how long a call waits for
-// one (bridge.md §7.2). The ids scope the approvals a host stores with
+// one (docs/protocol.md, Approvals). The ids scope the approvals a host
+// stores with
 // approve_session and approve_agent.
 type ApprovalContext struct {
 	SessionID, AgentID string
@@ -56,7 +57,7 @@ type Config struct {
 	// Policy nil allows every tool in Tools.
 	Policy Policy
 	// Approvals, together with Policy, gates the calls Policy requires
-	// approval for (bridge.md §7.1): with either one nil nothing is gated.
+	// approval for: with either one nil nothing is gated.
 	// A gated call runs only once the broker approves it; a denied,
 	// cancelled, timed-out or failed approval is answered as such and
 	// counted as a denial.
@@ -71,12 +72,12 @@ type Config struct {
 	// capped, so a cap cannot cut a host path in two and leave half of it
 	// unreplaced.
 	ScrubNotify func(msg string) string
-	// OnClaim is the claim-ledger hook (bridge.md §6.2): it is fed before
+	// OnClaim is the claim-ledger hook: it is fed before
 	// each spend and each disposition it records. A panic in it is
 	// swallowed.
 	OnClaim func(id int64, kind ClaimKind, tool string)
 	// OnAuthFailure is told of each request refused because it failed
-	// authentication (the session's bridge.deny event, bridge.md §8). A
+	// authentication (the session's bridge.deny event). A
 	// panic in it is swallowed.
 	OnAuthFailure func()
 	// OnFrameRefused is told of each notify() frame refused because its
@@ -139,8 +140,8 @@ func (e *ConfigError) Error() string {
 
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
-// validate checks a session server's config in the order of bridge.md
-// §6.1: the required keys, then the optional ones, whose zero means the
+// validate checks a session server's config in this order: the required
+// keys, then the optional ones, whose zero means the
 // default and whose negative is refused.
 func (cfg Config) validate() error {
 	checks := []struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/executecode/executecode/tools"
 )
 
-// outcome is a dispatched call's normalised result (bridge.md §5.6).
+// outcome is a dispatched call's normalised result.
 type outcome struct {
 	ok        bool
 	text      string // content when ok, else the error message
@@ -109,10 +109,11 @@ func runTool(ctx context.Context, cfg *Config, tasks *taskGroup, c claim, out ch
 }
 
 // awaitApproval asks the broker for the call's approval under its
-// pre-allocated id (bridge.md §7.2–7.3). First it starts the watcher that
+// pre-allocated id (docs/protocol.md, Approvals). First it starts the
+// watcher that
 // cancels the prompt after the sweep ends and again after this dispatch
 // ends, so no prompt outlives both. approved is false for every outcome
-// but an approval; blocked is then the call's answer (§5.7). A broker
+// but an approval; blocked is then the call's answer. A broker
 // failure, a panic included, blocks the call: approval fails closed.
 func awaitApproval(ctx context.Context, cfg *Config, c claim, dispatchDone <-chan struct{}) (blocked outcome, approved bool) {
 	cfg.Approvals.Watch(c.approvalID, ctx.Done(), dispatchDone)
@@ -205,7 +206,8 @@ func contentText(r tools.Result) string {
 	return strings.Join(parts, "\n")
 }
 
-// settle accounts one awaited call (bridge.md §5.7) and answers it; after a
+// settle accounts one awaited call (docs/protocol.md, Budgets) and answers
+// it; after a
 // published answer the marker goes, then the shim is rung.
 func (s *sweeper) settle(c claim, o outcome) {
 	stats := s.stats

@@ -1,5 +1,5 @@
 // Package pump is the host side of execute_code's file-RPC bridge
-// (bridge.md §5 and §6.4). A script's helper calls arrive as
+// (docs/protocol.md, Part 1). A script's helper calls arrive as
 // req-<id>-<mac>.json files in a private rpc directory; the pump
 // authenticates each against the run's token (mac.go: an HMAC of kind,
 // number and body in the name), claims them serially (replay memory, call
@@ -40,7 +40,8 @@
 // A kernel's bells are shared by the servers of its queued cells: each
 // subscribes, and every ring wakes every subscriber.
 //
-// Approvals (bridge.md §7): a call its Policy requires approval for, when
+// Approvals (docs/protocol.md, Approvals): a call its Policy requires
+// approval for, when
 // Config.Approvals is set, is held in its dispatch until the approval
 // broker decides. Every claim gets an approval id at claim time, before
 // its dispatch exists; a gated dispatch first has the broker watch the
@@ -57,4 +58,9 @@
 // (hygiene is a plain unlink of files and links), never follow a link when
 // writing, never log or echo the token, and never dispatch a request after
 // the script has exited.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package pump

@@ -11,8 +11,11 @@ import (
 
 // ExceptionPrefix starts the name of the record the shim's excepthook
 // leaves in the rpc directory when the script dies of an uncaught
-// exception: exception-<mac>.json.
-const ExceptionPrefix = "exception"
+// exception: exception-<mac>.json, {"type": "<class name>", "errno": <int
+// or null>}. It is the bare kind, without the dash the numbered families
+// have, because the record has no number: the dash belongs to the MAC
+// field. pump owns this name; the shim writes it as its kind.
+const ExceptionPrefix = KindException
 
 const maxExceptionBytes = 4096
 

@@ -1,7 +1,7 @@
 package pump
 
 // ClaimKind is what the claim ledger knows about one spent call slot
-// (bridge.md §6.2).
+// (docs/protocol.md, Claim markers, the ledger, and recovery).
 type ClaimKind string
 
 // The ledger kinds, in the order a request can pass through them: a

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// The exact texts scripts see in ToolError (bridge.md §5.5–5.7, §6.4).
+// The exact texts scripts see in ToolError.
 const (
 	MsgAuthFailed        = "rpc authentication failed"
 	MsgReplayed          = "rpc request already processed"
@@ -37,7 +37,7 @@ func msgDenied(tool string) string {
 	return fmt.Sprintf("tool '%s' denied by policy", tool)
 }
 
-// The phrases of an approval-blocked call (bridge.md §5.7), each answered
+// The phrases of an approval-blocked call, each answered
 // as "<phrase> for '<tool>'".
 const (
 	phraseApprovalDenied   = "approval denied"

@@ -19,17 +19,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Protocol names in the rpc directory (bridge.md §3.2).
+// Protocol names in the rpc directory (docs/protocol.md, Files).
 const (
-	reqPrefix    = "req-"
+	reqPrefix    = KindRequest + "-"
 	jsonSuffix   = ".json"
 	claimSuffix  = ".claim"
-	notifyPrefix = "notify-"
-	textPrefix   = "text-"
+	notifyPrefix = KindNotify + "-"
+	textPrefix   = KindText + "-"
 )
 
 // ResponseName is the file the pump publishes to answer call id.
-func ResponseName(id int64) string { return fmt.Sprintf("res-%d.json", id) }
+func ResponseName(id int64) string { return fmt.Sprintf("%s-%d%s", KindResponse, id, jsonSuffix) }
 
 // MarkerName is the in-flight claim marker of call id.
 func MarkerName(id int64) string { return fmt.Sprintf("req-%d.claim", id) }
@@ -62,7 +62,7 @@ type listing struct {
 
 // listDir reads the directory with raw getdents64 and allocates only for
 // protocol names a sweep acts on: response and text files stay in the
-// directory for the whole run (bridge.md §4 step 5), so a long run's
+// directory for the whole run, so a long run's
 // directory is mostly names every sweep skips, and a listing through
 // os.File.ReadDir would allocate an entry for each of them on every sweep.
 func listDir(dir string) (listing, error) {

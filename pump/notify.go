@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// Notification caps (bridge.md §5.8).
+// Notification caps (docs/protocol.md, Budgets).
 const (
 	maxNotifyFileBytes = 65536
 	MaxNotifyForwarded = 64

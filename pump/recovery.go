@@ -9,7 +9,8 @@ import (
 // a survivor is inert because its id is remembered.
 const markerDeleteAttempts = 3
 
-// Recover pays each dead claim's debt exactly once (bridge.md §6.4):
+// Recover pays each dead claim's debt exactly once (docs/protocol.md,
+// Claim markers, the ledger, and recovery):
 // regular-file claim markers first, then ledger entries, both deduplicated
 // by the replay memory. It writes answers; it never dispatches. Planted
 // directories and symlinks at marker names are ignored outright, and a

@@ -9,11 +9,12 @@ import (
 )
 
 // ErrStopped is what DrainAndStats returns once the server is gone; the
-// caller must treat the cell's accounting as lost (design.md ruling 11).
+// caller must treat the cell's accounting as lost (docs/architecture.md,
+// Rules: lost accounting is never trusted).
 var ErrStopped = errors.New("pump server stopped")
 
 // abortWait is how long Abort lets an in-flight sweep finish on its own
-// before cancelling it (bridge.md §6.5).
+// before cancelling it.
 const abortWait = 25 * time.Millisecond
 
 // Server is the one driver of a bridge's sweeps, for a session cell
@@ -99,7 +100,7 @@ type sweepResult struct {
 	fault string
 }
 
-// StartServer validates cfg (bridge.md §6.1; a refusal wraps
+// StartServer validates cfg (a refusal wraps
 // ErrInvalidConfig in a *ConfigError naming the key) and starts a session
 // cell's server. It subscribes to cfg.Bells, so every request-bell ring
 // sweeps, and sweeps on the fallback timer otherwise. cfg.OnClaim, if
@@ -198,7 +199,8 @@ func (s *Server) sweeper(stats *Stats) *sweeper {
 	return newSweeper(s.cfg, s.bridge, stats)
 }
 
-// Abort is bridge.md §6.5: it cancels the cell signal (every dispatch
+// Abort stops the cell's bridge work: it cancels the cell signal (every
+// dispatch
 // sees its context end), lets an in-flight sweep finish for up to 25 ms,
 // then cancels it and settles it as failed unless it returned exact
 // stats. No sweep starts afterwards; the server stays up for
@@ -218,7 +220,8 @@ func (s *Server) Abort(ctx context.Context) {
 // cell's stats, including them. If a sweep is in flight it waits for that
 // sweep to settle first. An error (server gone, ctx ended) means the
 // stats are lost: the returned Stats then carry AccountingLoss, and the
-// caller must not trust the run (design.md ruling 11).
+// caller must not trust the run (docs/architecture.md, Rules: lost
+// accounting is never trusted).
 func (s *Server) DrainAndStats(ctx context.Context) (Stats, error) {
 	lost := NewStats()
 	lost.AccountingLoss = true
@@ -238,7 +241,7 @@ func (s *Server) DrainAndStats(ctx context.Context) (Stats, error) {
 	}
 }
 
-// Stop is bridge.md §6.6: it aborts the cell, settles an in-flight sweep
+// Stop ends the server: it aborts the cell, settles an in-flight sweep
 // as Abort does, drains notifications once more and unlinks the first
 // 10,000 entries of the bridge directory (never a directory, never
 // recursively). It returns when every goroutine the server started has

@@ -7,12 +7,13 @@ import (
 	"path/filepath"
 )
 
-// maxCleanupEntries bounds the protocol files Stop unlinks (bridge.md
-// §3.4); whatever is left goes with the bridge base's bounded removal.
+// maxCleanupEntries bounds the protocol files Stop unlinks
+// (docs/protocol.md, Layout and teardown); whatever is left goes with the
+// bridge base's bounded removal.
 const maxCleanupEntries = 10000
 
-// settle decides the fate of the current sweep from its result (bridge.md
-// §6.3): a fault, or a cancellation that left claims unanswered, is a
+// settle decides the fate of the current sweep from its result: a fault, or
+// a cancellation that left claims unanswered, is a
 // failed sweep; anything else returned exact stats. A cancelled sweep
 // that abandoned nothing answered every claim it made, so its stats are
 // as good as a completed sweep's.
@@ -149,7 +150,7 @@ func (s *Server) contain(fn func() error) (err error) {
 	return fn()
 }
 
-// removeProtocolFiles is Stop's hygiene (bridge.md §3.4): the first
+// removeProtocolFiles is Stop's hygiene: the first
 // 10,000 entries of the bridge directory, each a plain unlink; a
 // directory is skipped, never entered.
 func (s *Server) removeProtocolFiles() {

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Stats is one run's (or cell's) bridge accounting (bridge.md §5.1).
+// Stats is one run's (or cell's) bridge accounting.
 type Stats struct {
 	Calls, Denied, Errors int
 	Bytes                 int64
@@ -19,7 +19,7 @@ type Stats struct {
 	AccountingLoss bool
 	// Untrusted says an accepted ok result was marked
 	// tools.Result.Untrusted. A run's trust is untrusted when this is
-	// set or "webfetch" is in ToolsUsed.
+	// set or tools.Webfetch is in ToolsUsed.
 	Untrusted bool
 
 	// prior is set only on a sweep's copy (forSweep): the replay memory

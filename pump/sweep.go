@@ -17,16 +17,17 @@ type claim struct {
 	params map[string]any
 	// approvalID names this call's prompt, if it ever gets one. It is
 	// allocated at claim time, before the dispatch exists, so it names
-	// exactly this call (bridge.md §7.3); every claim gets one, gated or
-	// not (§9 item 6).
+	// exactly this call (docs/protocol.md, Approvals); every claim gets
+	// one, gated or not.
 	approvalID string
-	// gated says the call needs approval before it runs (§7.1).
+	// gated says the call needs approval before it runs.
 	gated bool
 	// claimed is when the marker was published: a round trip's start.
 	claimed time.Time
 }
 
-// Sweep runs one sweep over cfg.Dir (bridge.md §5.3): recover orphaned
+// Sweep runs one sweep over cfg.Dir (docs/protocol.md, A helper call,
+// step by step): recover orphaned
 // claim markers (with an empty ledger), forward notifications, select up to
 // MaxRequestsPerSweep requests, claim them serially in ascending id order
 // and dispatch the claims in waves, answering each as it is awaited.
@@ -71,7 +72,8 @@ func (s *sweeper) run(ctx context.Context) error {
 	return s.dispatch(ctx, claims)
 }
 
-// claim runs §5.5 for one request file. Every request it does not return
+// claim runs the claim step (docs/protocol.md, A helper call, step by
+// step) for one request file. Every request it does not return
 // as a claim is answered (the answer written before the request is
 // deleted), except one already answered, which is dropped silently, and
 // one that fails authentication while something sits at its response
@@ -104,7 +106,8 @@ func (s *sweeper) claim(e entry) (claim, bool) {
 	return s.claimAuthenticated(e, req, err)
 }
 
-// claimAuthenticated is §5.5 step 4, guarded: a panic inside (a policy,
+// claimAuthenticated is the claim step after authentication, guarded: a
+// panic inside (a policy,
 // say) answers "rpc request failed" with the id remembered and no call
 // charged.
 func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c claim, ok bool) {

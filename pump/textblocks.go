@@ -12,8 +12,8 @@ import (
 // be read: the budget itself decides whether it fits.
 const textFrameSlack = 256
 
-// ReadTextBlocks returns the script's text() blocks in n order (bridge.md
-// §5.9), read once after the script ended from dir, whose bridge token is
+// ReadTextBlocks returns the script's text() blocks in n order, read once
+// after the script ended from dir, whose bridge token is
 // token. A block is accepted when it is a regular file (never a link) of
 // at most maxTextBytes+256 bytes named text-<n>-<mac>.json, whose MAC
 // authenticates its body, holding a JSON object with a string "text", and

@@ -103,7 +103,7 @@ func TestAcquireAcceptsValueMessages(t *testing.T) {
 	assert.NoError(t, ask[*releaseReply](h, releaseMsg{Lease: r.Allocation.Lease}).Err)
 }
 
-// kernel.md §12 invariant 19: any invalid status makes the next acquire
+// Any invalid status makes the next acquire
 // replace the worker with a higher generation.
 func TestInvalidWorkerStatusMakesAcquireReplaceTheWorker(t *testing.T) {
 	modes := []string{"garbage", "wrong_gen", "wrong_key", "process_dead", "idle_active",
@@ -129,8 +129,9 @@ func TestInvalidWorkerStatusMakesAcquireReplaceTheWorker(t *testing.T) {
 
 func TestNonAttachablePhasesAreReplacedAndAttachableOnesReused(t *testing.T) {
 	cases := map[string]struct {
-		phase, active string
-		reused        bool
+		phase  kernelworker.Phase
+		active string
+		reused bool
 	}{
 		"starting":   {kernelworker.PhaseStarting, "", true},
 		"idle":       {kernelworker.PhaseIdle, "", true},

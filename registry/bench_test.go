@@ -11,7 +11,7 @@ import (
 // BenchmarkAdmission measures one admission at the cap: a new key evicts
 // the least-recently-used idle kernel and starts a (fake) worker, then
 // its lease is released. The cost must not grow with the number of live
-// kernels (design.md target: 10,000 keys within 2x of 10 keys).
+// kernels (the target: 10,000 keys within 2x of 10 keys).
 func BenchmarkAdmission(b *testing.B) {
 	for _, live := range []int{10, 10_000} {
 		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {

@@ -42,7 +42,7 @@ func TestThirdKeyEvictsTheLeastRecentlyUsedIdleKernel(t *testing.T) {
 // Never evicted: a leased kernel (even idle), a starting one, a running
 // or queued one; with nothing evictable the answer is capacity_exhausted.
 func TestNothingEvictableMeansCapacityExhausted(t *testing.T) {
-	busy := func(phase string, queued int) func(*fakeWorker) {
+	busy := func(phase kernelworker.Phase, queued int) func(*fakeWorker) {
 		return func(w *fakeWorker) {
 			w.phase = phase
 			if phase == kernelworker.PhaseRunning {

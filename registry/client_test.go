@@ -76,7 +76,7 @@ func TestClientStopsWaitingWhenItsContextEnds(t *testing.T) {
 	endCaller()
 
 	release()
-	h.eventually(func() bool { s := h.snapshot(); return s.Live == 1 && s.Phases[phaseIdle] == 1 && s.InflightCells == 0 },
+	h.eventually(func() bool { s := h.snapshot(); return s.Live == 1 && s.Phases["idle"] == 1 && s.InflightCells == 0 },
 		"the kernel is up, owned, without a lease")
 	assert.Equal(t, 1, h.snapshot().Owners)
 	require.NoError(t, c.Detach(context.Background(), o))

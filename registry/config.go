@@ -13,7 +13,7 @@ import (
 	"github.com/executecode/executecode/telemetry"
 )
 
-// Defaults (kernel.md §0.3).
+// Defaults.
 const (
 	DefaultMaxLiveKernels = 16
 	DefaultIdleTimeout    = 30 * time.Minute
@@ -31,11 +31,11 @@ const (
 type Starter func(ctx context.Context, key Key, generation uint64, opts WorkerOptions) (kernelworker.Handle, error)
 
 // WorkerOptions are the bounds a kernel takes at its start and keeps for
-// its life (kernel.md §2.3): later acquires of the same kernel do not
+// its life: later acquires of the same kernel do not
 // change them.
 type WorkerOptions struct {
 	// InterpreterConfigured is the interpreter path as configured, which
-	// the kernel executes (ruling 9); the key holds the canonical one.
+	// the kernel executes; the key holds the canonical one.
 	InterpreterConfigured string
 	HelperSource          string
 	MaxQueuedCells        int
@@ -66,7 +66,7 @@ type Config struct {
 	// ExitOf, if set, tells why a worker ended (its kernelworker OnExit
 	// report) and forgets it; known is false when the worker never said.
 	// It is asked once per Terminated of a worker, so that a kernel that
-	// died on its own is reported with its crash reason (kernel.md §3.9),
+	// died on its own is reported with its crash reason,
 	// and one that stopped itself as asked as a session.stop.
 	ExitOf func(worker *actor.PID) (exit kernelworker.Exit, known bool)
 }
@@ -98,7 +98,7 @@ func (c Config) withDefaults() Config {
 }
 
 // Props is the registry actor. Each incarnation starts empty, with
-// generations from 1 (kernel.md §11): a restarted registry knows no
+// generations from 1: a restarted registry knows no
 // kernel, which is why it shares its supervisor with the workers.
 func Props(cfg Config) *actor.Props {
 	cfg = cfg.withDefaults()

@@ -1,5 +1,6 @@
-// Package registry is the kernel registry of session mode (kernel.md §3
-// with design.md rulings 6 and 13): one protoactor actor that owns which
+// Package registry is the kernel registry of session mode
+// (docs/architecture.md, The kernel registry): one protoactor actor that
+// owns which
 // kernel worker serves which Key, the owners (watched session actors) of
 // each kernel, the leases of callers using it, generations, admission
 // under a strict cap with idle-only least-recently-used eviction, idle
@@ -22,8 +23,8 @@
 // without leases sit on an intrusive list in the order their last lease
 // ended, and eviction inspects that list from its least-recently-used end.
 //
-// Owner departure (explicit Detach or the owner actor's Terminated, ruling
-// 6): a kernel left without owners is stopped at once. Otherwise the
+// Owner departure (explicit Detach or the owner actor's Terminated): a
+// kernel left without owners is stopped at once. Otherwise the
 // registry ends the departing owner's leases, which cancels each lease's
 // Context; a worker treats a cell whose Execute.Ctx is done as abandoned
 // by its caller: a queued cell leaves the queue and the kernel is kept,
@@ -43,7 +44,7 @@
 // every reap tick. A sole-owner reset answers only when the old worker is
 // gone, or with ErrStopFailed when that cannot be confirmed.
 //
-// Worker status (kernel.md §3.2) is asked without waiting, bounded by
+// Worker status (docs/architecture.md, Worker status) is asked without waiting, bounded by
 // Config.StatusTimeout: on reuse, for the eviction candidate, and for
 // every kernel at reap ticks and snapshots (those in parallel); the
 // decision is taken on the state when the answer comes. A worker that
@@ -65,4 +66,9 @@
 // itself, never touches a kernel's process, workspace or bridge, and never
 // emits or logs identities: no key fields, digests, paths, PIDs, owner
 // identities or generations reach telemetry.
+//
+// It is the runtime's own machinery, not an embedder's API: an embedder
+// uses executecode, config, tools, telemetry and approval.Approver. Its
+// exported names exist for sibling packages and carry no compatibility
+// promise; they may change in any release.
 package registry

@@ -18,7 +18,7 @@ var (
 	// key, or carried a negative bound.
 	ErrInvalidRequest = errors.New("invalid registry request")
 	// ErrStopFailed: a reset could not confirm that the old kernel's
-	// worker is gone (design.md, stop_failed).
+	// worker is gone (the stop_failed fallback).
 	ErrStopFailed = errors.New("kernel stop not confirmed")
 	// ErrUnavailable: the registry did not answer (it is stopped, or the
 	// wait ran out), or it stopped with the request unanswered.

@@ -35,10 +35,10 @@ func (b *exitBook) exitOf(pid *actor.PID) (kernelworker.Exit, bool) {
 	return e, ok
 }
 
-// kernel.md §3.9: a kernel that ended on its own is reported by why it
+// A kernel that ended on its own is reported by why it
 // ended: a crash reason as session.crash, a self-stop as asked (the bye
 // after a cancellation) as session.stop shutdown, no report as
-// session.crash unknown. live_kernels is exact (ruling 13).
+// session.crash unknown. live_kernels is exact.
 func TestAKernelThatEndedOnItsOwnIsReportedByItsExit(t *testing.T) {
 	cases := map[string]struct {
 		exit  *kernelworker.Exit

@@ -311,13 +311,13 @@ func (h *harness) alive(pid *actor.PID) bool {
 // fakeWorker answers StatusRequest and Stop like a kernel worker, and
 // runs Execute cells FIFO without any process: the test finishes the
 // active cell. A cell whose Ctx ends leaves the queue, or, when active,
-// discards the kernel (the worker stops), as kernel.md §4.7 says.
+// discards the kernel (the worker stops), as the real worker does.
 type fakeWorker struct {
 	key any
 	gen uint64
 
 	// phase overrides the phase derived from the cells ("" = derived).
-	phase string
+	phase kernelworker.Phase
 	// status shapes the status answer: "" valid, or one of the broken
 	// answers of statusBreakers.
 	status string
@@ -432,7 +432,7 @@ func (w *fakeWorker) Receive(ctx actor.Context) {
 	}
 }
 
-func (w *fakeWorker) currentPhase() string {
+func (w *fakeWorker) currentPhase() kernelworker.Phase {
 	switch {
 	case w.phase != "":
 		return w.phase

@@ -15,7 +15,8 @@ import (
 	"github.com/executecode/executecode/shimpy"
 )
 
-// Key is the identity of a kernel (kernel.md §2): two calls share a
+// Key is the identity of a kernel (docs/architecture.md, Keys): two calls
+// share a
 // kernel exactly when their keys are equal. Cwd and Interpreter are
 // canonical (absolute, symlinks resolved); Helpers are de-duplicated and
 // sorted. Anything not in a Key (run ids, policy, timeouts, bounds,
@@ -120,7 +121,7 @@ func canonicalInterpreter(interpreter string) (string, error) {
 
 // expand makes p absolute: "~" becomes the home directory, a relative
 // path is joined to the current directory, and "." and ".." are collapsed
-// lexically before any symlink is read (kernel.md §2.2 step 1).
+// lexically before any symlink is read.
 func expand(p string) (string, error) {
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		home, err := os.UserHomeDir()
@@ -145,7 +146,7 @@ func canonicalHelpers(helpers []string) ([]string, error) {
 }
 
 // Digest is the lowercase hex SHA-256 of the key's canonical payload
-// (kernel.md §2.4). Equal keys have equal digests. It identifies a kernel
+// Equal keys have equal digests. It identifies a kernel
 // inside this process only: it must never be logged or emitted, since it
 // is derived from paths and session identities.
 func (k Key) Digest() string {

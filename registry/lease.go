@@ -21,7 +21,8 @@ type Lease struct {
 // was released, or its owner detached or died (cause ErrOwnerGone). Pass
 // it (or a context derived from it) as the cell's Execute.Ctx, so that an
 // owner's departure removes its queued cell and discards the kernel only
-// when its cell is the active one (ruling 6). The zero Lease's Context is
+// when its cell is the active one (docs/architecture.md, Owner
+// departure). The zero Lease's Context is
 // already done.
 func (l Lease) Context() context.Context {
 	if l.ctx == nil {
@@ -76,7 +77,7 @@ func (r *registry) checkout(ctx actor.Context, e *entry, o *owner, caller contex
 	return l
 }
 
-// release ends a registered lease (kernel.md §3.5): its kernel becomes
+// release ends a registered lease: its kernel becomes
 // the most recently used idle candidate when no lease remains.
 func (r *registry) release(l *lease, cause error) {
 	delete(r.leases, l.id)
@@ -108,7 +109,7 @@ func (r *registry) onRelease(m *releaseMsg) *releaseReply {
 }
 
 // onCallerDone releases the lease of a caller whose context ended; the
-// owner stays attached (kernel.md §3.5).
+// owner stays attached.
 func (r *registry) onCallerDone(m callerDone) {
 	if l, ok := r.leases[m.lease]; ok {
 		r.release(l, context.Cause(l.ctx))

@@ -39,7 +39,7 @@ func TestReleaseOfALeaseNeverIssuedIsInvalid(t *testing.T) {
 	assert.NoError(t, h.release(a.Lease))
 }
 
-// kernel.md §12 invariant 11.
+// A lease of a replaced kernel cannot free its replacement's slot.
 func TestStaleLeaseNeverFreesTheReplacementsCapacity(t *testing.T) {
 	h := newHarness(t)
 	owner := h.newOwner()
@@ -59,7 +59,7 @@ func TestStaleLeaseNeverFreesTheReplacementsCapacity(t *testing.T) {
 	assert.NoError(t, context.Cause(repl.Lease.Context()))
 }
 
-// kernel.md §12 invariant 13.
+// A caller whose context ends loses its lease; its owner stays attached.
 func TestCallerDeathReleasesTheLeaseAndKeepsTheOwner(t *testing.T) {
 	h := newHarness(t)
 	owner := h.newOwner()

@@ -22,7 +22,7 @@ func (s *replySlot) setReply(ch chan<- any) { s.reply = ch }
 func (s replySlot) replyChan() chan<- any   { return s.reply }
 
 // acquireMsg checks out a kernel for Key on behalf of Owner, starting one if
-// needed (kernel.md §3.3). Caller is the calling operation: when it is
+// needed (docs/architecture.md, Acquire and admission). Caller is the calling operation: when it is
 // done, the lease ends. MaxLiveKernels and IdleTimeout are this request's
 // bounds; zero takes the registry's. A negative IdleTimeout means never.
 type acquireMsg struct {
@@ -64,7 +64,8 @@ type releaseMsg struct {
 // releaseReply answers Release.
 type releaseReply struct{ Err error }
 
-// resetMsg discards Owner's state for Key (kernel.md §3.7): a kernel the
+// resetMsg discards Owner's state for Key (docs/architecture.md, Reset
+// and forks): a kernel the
 // owner alone holds (or its fork) is stopped, and the answer comes once
 // its worker is gone; a co-owner is moved to a fork of its own, so only
 // it starts afresh.
@@ -83,8 +84,8 @@ type resetReply struct {
 	Err       error
 }
 
-// detachMsg removes Owner from every kernel and forgets its forks (ruling 6),
-// exactly as Owner's death does.
+// detachMsg removes Owner from every kernel and forgets its forks, exactly
+// as Owner's death does (docs/architecture.md, Owner departure).
 type detachMsg struct {
 	replySlot
 	Owner *actor.PID
@@ -107,7 +108,7 @@ type stopAllReply struct{ Err error }
 // SnapshotRequest asks for a Snapshot.
 type SnapshotRequest struct{ replySlot }
 
-// Snapshot is the aggregate state (kernel.md §3.11, ruling 13): exact
+// Snapshot is the aggregate state (docs/architecture.md, Snapshot): exact
 // counts and the settings in effect, no identities. Max and IdleTimeout
 // are those of the most recent acquire (the registry's configuration
 // before any); a negative IdleTimeout means kernels are not reaped for

@@ -123,7 +123,7 @@ func TestRegistryAnswersWhileAKernelStartIsStuck(t *testing.T) {
 	t.Logf("snapshot while a start is stuck: %v", took)
 	assert.Less(t, took, queryBound, "snapshot while a start is stuck")
 	assert.Equal(t, 1, s.Live, "the start in flight holds a slot")
-	assert.Equal(t, 1, s.Phases[phaseStarting])
+	assert.Equal(t, 1, s.Phases["starting"])
 	assert.Equal(t, s.Max-1, s.Available)
 
 	var other Allocation

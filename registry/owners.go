@@ -8,7 +8,8 @@ import (
 	"github.com/executecode/executecode/telemetry"
 )
 
-// leaveKernel removes o from e (ruling 6). A kernel left without owners
+// leaveKernel removes o from e (docs/architecture.md, Owner departure). A
+// kernel left without owners
 // stops at once. Otherwise o's leases on e end with cause ErrOwnerGone:
 // the worker drops o's queued cells and, if o's cell is the active one,
 // cancels it and discards the kernel; the co-owners keep it otherwise.
@@ -26,7 +27,8 @@ func (r *registry) leaveKernel(ctx actor.Context, e *entry, o *owner) {
 	}
 }
 
-// depart is an owner's detach or death (kernel.md §3.8): it leaves every
+// depart is an owner's detach or death (docs/architecture.md, Owner
+// departure): it leaves every
 // kernel, its waiting acquires are marked gone, and it loses its forks.
 func (r *registry) depart(ctx actor.Context, o *owner, alive bool) {
 	for _, e := range o.entries {
@@ -47,7 +49,8 @@ func (r *registry) onDetach(ctx actor.Context, m *detachMsg) *detachReply {
 	return &detachReply{}
 }
 
-// onReset is kernel.md §3.7 with ruling 6. Stopping the owner's own
+// onReset discards the owner's state (docs/architecture.md, Reset and
+// forks). Stopping the owner's own
 // kernel answers once its worker is gone (or with ErrStopFailed), so the
 // caller never runs code next to the state it asked to discard. A reset
 // of a key whose acquire is pending waits until that is over.

@@ -14,7 +14,7 @@ import (
 
 // departures are the two ways an owner leaves: explicit detach and death
 // (its actor stops and the registry gets Terminated). They must act the
-// same (kernel.md §3.8).
+// same.
 var departures = map[string]func(h *harness, owner *actor.PID){
 	"detach": func(h *harness, owner *actor.PID) { h.detach(owner) },
 	"death":  func(h *harness, owner *actor.PID) { h.kill(owner); h.sync() },
@@ -67,7 +67,7 @@ func TestLastOwnerLeavingStopsTheKernelAndClearsBookkeeping(t *testing.T) {
 	}
 }
 
-// Ruling 6: a departing owner's queued cell leaves the queue, the kernel
+// A departing owner's queued cell leaves the queue, the kernel
 // and the co-owner's active cell are untouched.
 func TestOwnerLeavingWithAQueuedCellRemovesOnlyThatCell(t *testing.T) {
 	for name, leave := range departures {
@@ -104,7 +104,7 @@ func TestOwnerLeavingWithAQueuedCellRemovesOnlyThatCell(t *testing.T) {
 	}
 }
 
-// Ruling 6: if the departing owner's cell is the active one, the kernel
+// If the departing owner's cell is the active one, the kernel
 // is discarded (for every co-owner).
 func TestOwnerLeavingWhileItsCellIsActiveDiscardsTheKernel(t *testing.T) {
 	for name, leave := range departures {

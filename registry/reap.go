@@ -30,7 +30,7 @@ func (r *registry) onReapTick(ctx actor.Context, m reapTick) {
 	r.ensureReap(ctx)
 }
 
-// reap is one pass of kernel.md §3.10: a kernel whose status is invalid
+// reap is one pass of idle reaping: a kernel whose status is invalid
 // is stopped (reap reason unreachable); a kernel idle for at least its
 // idle timeout, with no lease and nothing running or queued, is stopped
 // (reason idle). Running, queued or leased kernels are never reaped for

@@ -31,7 +31,7 @@ type registry struct {
 	reapToken uint64
 
 	// The bounds of the most recent acquire: what the snapshot reports
-	// as in effect (ruling 13).
+	// as in effect.
 	effMax  int
 	effIdle time.Duration
 

@@ -10,8 +10,8 @@ import (
 	"github.com/executecode/executecode/telemetry"
 )
 
-// kernel.md §12 invariant 15; the answer comes once the old worker is
-// gone (design.md, stop_failed).
+// A sole owner's reset stops the kernel; the answer comes once the old
+// worker is gone (or as stop_failed).
 func TestSoleOwnerResetStopsTheKernelAndAnswersWhenItIsGone(t *testing.T) {
 	h := newHarness(t)
 	owner := h.newOwner()
@@ -50,7 +50,7 @@ func TestResetRejectsIncompleteRequests(t *testing.T) {
 	assert.ErrorIs(t, h.reset(Key{}, h.newOwner()).Err, ErrInvalidRequest)
 }
 
-// kernel.md §12 invariant 16.
+// A co-owner's reset moves only the requester to a fork of its own.
 func TestCoOwnerResetForksOnlyTheRequester(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.newOwner(), h.newOwner()
@@ -101,7 +101,8 @@ func TestCoOwnerResetForksOnlyTheRequester(t *testing.T) {
 	assert.Equal(t, 0, h.snapshot().ForkedOwners)
 }
 
-// kernel.md §12 invariant 17 with ruling 6: a co-owner's reset while its
+// Owner departure's rule (docs/architecture.md) for a reset: a co-owner's
+// reset while its
 // own cell is active discards the shared kernel; a merely queued cell of
 // the requester leaves the queue and the sibling keeps the kernel.
 func TestCoOwnerResetDiscardsTheSharedKernelOnlyIfItsCellIsActive(t *testing.T) {

@@ -13,22 +13,24 @@ func (r *registry) onSnapshot(ctx actor.Context, to replyTo) {
 	r.statuses(ctx, es, func(sts map[*entry]workerStatus) { r.answer(ctx, to, r.snapshot(sts)) })
 }
 
-// snapshot counts exactly what is live now (kernel.md §3.11, ruling 13).
-// A kernel whose start is in flight counts as live and starting, since it
+// snapshot counts exactly what is live now (docs/architecture.md,
+// Snapshot). A kernel whose start is in flight counts as live and starting, since it
 // holds a slot under the cap; so does one started after the statuses
 // were asked.
 func (r *registry) snapshot(sts map[*entry]workerStatus) *Snapshot {
-	phases := map[string]int{
-		phaseStarting: r.starts, phaseIdle: 0, phaseRunning: 0, phaseCancelling: 0, phaseStopping: 0,
-		phaseUnreachable: len(r.stopping),
+	phases := make(map[string]int, len(Phases))
+	for _, p := range Phases {
+		phases[p] = 0
 	}
+	phases[string(phaseStarting)] = r.starts
+	phases[string(phaseUnreachable)] = len(r.stopping)
 	queued, deepest := 0, 0
 	for _, e := range r.entries {
 		st, ok := sts[e]
 		if !ok {
 			st.phase = phaseStarting
 		}
-		phases[st.phase]++
+		phases[string(st.phase)]++
 		if st.phase != phaseUnreachable {
 			queued += st.queueDepth
 			deepest = max(deepest, st.queueDepth)

@@ -11,7 +11,7 @@ import (
 	"github.com/executecode/executecode/kernelworker"
 )
 
-// Ruling 13: the snapshot reports the settings in effect (those of the
+// The snapshot reports the settings in effect (those of the
 // latest acquire) and exact counts.
 func TestSnapshotReportsExactCountsAndTheSettingsInEffect(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.ReapInterval = time.Hour })
@@ -45,7 +45,7 @@ func TestSnapshotReportsExactCountsAndTheSettingsInEffect(t *testing.T) {
 	assert.Equal(t, 1, s.ForkedOwners)
 }
 
-// kernel.md §12 invariant 21: nothing in a snapshot identifies a kernel,
+// Nothing in a snapshot identifies a kernel,
 // key, path, owner or generation.
 func TestSnapshotCarriesOnlyCountsAndDurations(t *testing.T) {
 	typ := reflect.TypeFor[Snapshot]()

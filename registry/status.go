@@ -6,7 +6,8 @@ import (
 	"github.com/executecode/executecode/kernelworker"
 )
 
-// Worker phases (kernel.md §4.3), and the registry's name for a worker
+// Worker phases (docs/architecture.md, Phases), and the registry's name for
+// a worker
 // whose status is invalid or that does not answer.
 const (
 	phaseStarting    = kernelworker.PhaseStarting
@@ -14,12 +15,26 @@ const (
 	phaseRunning     = kernelworker.PhaseRunning
 	phaseCancelling  = kernelworker.PhaseCancelling
 	phaseStopping    = kernelworker.PhaseStopping
-	phaseUnreachable = "unreachable"
+	phaseUnreachable = PhaseUnreachable
 )
 
-// workerStatus is a validated status (kernel.md §3.2).
+// PhaseUnreachable is the snapshot's phase of a kernel whose status is
+// invalid or missing, and of every kernel still stopping.
+const PhaseUnreachable kernelworker.Phase = "unreachable"
+
+// Phases are the keys of Snapshot.Phases, always all present: every worker
+// phase, then PhaseUnreachable.
+var Phases = func() []string {
+	out := make([]string, 0, len(kernelworker.Phases)+1)
+	for _, p := range kernelworker.Phases {
+		out = append(out, string(p))
+	}
+	return append(out, string(PhaseUnreachable))
+}()
+
+// workerStatus is a validated status (docs/architecture.md, Worker status).
 type workerStatus struct {
-	phase      string // phaseUnreachable when invalid
+	phase      kernelworker.Phase // phaseUnreachable when invalid
 	queueDepth int
 	active     string
 }
@@ -113,7 +128,7 @@ func (r *registry) statuses(ctx actor.Context, es []*entry, done func(map[*entry
 
 // validate accepts a status only from a live process of this entry's
 // generation and key, with a known phase consistent with its queue and
-// active cell (kernel.md §3.2); anything else is unreachable.
+// active cell; anything else is unreachable.
 func validate(res any, e *entry) workerStatus {
 	var st kernelworker.Status
 	switch v := res.(type) {
@@ -152,8 +167,8 @@ func validate(res any, e *entry) workerStatus {
 			return bad
 		}
 	case phaseStopping:
-		// A worker told to stop while idle has no active cell; unlike
-		// kernel.md §3.2 that is still a valid status.
+		// A worker told to stop while idle has no active cell, and that is
+		// still a valid status.
 	default:
 		return bad
 	}

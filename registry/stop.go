@@ -21,7 +21,8 @@ const (
 )
 
 // quarantine is a kernel that left the live set and whose worker is
-// being stopped (kernel.md §3.9).
+// being stopped (docs/architecture.md, Stopping a kernel, and crash
+// reports).
 type quarantine struct {
 	entry  *entry
 	reason telemetry.SessionStopReason
@@ -191,7 +192,7 @@ func (r *registry) onTerminated(ctx actor.Context, who *actor.PID) {
 		e := q.entry
 		if exitKnown && exit.Crash != "" && q.reason == telemetry.StopShutdown {
 			// Quarantined only because it no longer answered: the worker
-			// had crashed on its own, and its report says why (ruling 13).
+			// had crashed on its own, and its report says why.
 			r.emit(telemetry.SessionCrash{Duration: r.cfg.Now().Sub(e.startedAt), LiveKernels: r.live(),
 				Capacity: e.capacity, Reason: exit.Crash})
 		} else {
@@ -206,8 +207,8 @@ func (r *registry) onTerminated(ctx actor.Context, who *actor.PID) {
 	if e, ok := r.workers[k]; ok {
 		// Ended on its own: a crash, a protocol fault, or a self-stop
 		// after a cancellation discarded the kernel. The worker's exit
-		// report says which (kernel.md §3.9); without one the reason is
-		// unknown. live_kernels is the exact count (ruling 13).
+		// report says which; without one the reason is unknown.
+		// live_kernels is the exact count.
 		for _, l := range r.unlink(ctx, e) {
 			l.end(errLeaseEnded)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/executecode/executecode/telemetry"
 )
 
-// kernel.md §12 invariant 12: a Terminated that the system did not send
+// A Terminated that the system did not send
 // (the worker is alive) or for an actor the registry does not know
 // changes nothing.
 func TestForgedOrStaleTerminatedChangesNothing(t *testing.T) {
@@ -32,7 +32,7 @@ func TestForgedOrStaleTerminatedChangesNothing(t *testing.T) {
 }
 
 // Snapshot and telemetry stay exact when workers die on their own
-// (ruling 13: crash live_kernels is the exact live count).
+// (a crash's live_kernels is the exact live count).
 func TestWorkerDyingOnItsOwnIsDroppedWithExactCounts(t *testing.T) {
 	h := newHarness(t)
 	owner := h.newOwner()
@@ -61,7 +61,7 @@ func TestWorkerDyingOnItsOwnIsDroppedWithExactCounts(t *testing.T) {
 	assert.Equal(t, uint64(4), again.Generation)
 }
 
-// kernel.md §12 invariant 20: a stop that fails leaves the registry
+// A stop that fails leaves the registry
 // responsive, counts the worker unreachable, emits stop_failed, and is
 // retried at reap ticks; a slow stop blocks nothing else.
 func TestAWedgedWorkerNeverBlocksTheRegistry(t *testing.T) {

@@ -25,7 +25,7 @@ func marshal(t *testing.T, e telemetry.Event) map[string]any {
 	return out
 }
 
-// kernel.md §10.3 / §12 invariant 64 for the registry's events: counts,
+// The registry's events carry counts,
 // durations and fixed reasons only; never a path, digest, PID, owner or
 // generation.
 func TestRegistryEventsCarryNoIdentities(t *testing.T) {

@@ -105,7 +105,7 @@ func TestUncaughtExceptionLeavesAnExceptionFrame(t *testing.T) {
 			assert.Contains(t, o.output, tc.want["type"].(string))
 			names := listDir(t, s.rpc)
 			require.Len(t, names, 1)
-			require.True(t, strings.HasPrefix(names[0], ExceptionPrefix), names[0])
+			require.True(t, strings.HasPrefix(names[0], pump.ExceptionPrefix), names[0])
 			body, err := os.ReadFile(filepath.Join(s.rpc, names[0]))
 			require.NoError(t, err)
 			assert.Equal(t, pump.FrameName(pump.KindException, "", pump.FrameMAC(testToken, pump.KindException, "", body)), names[0],

@@ -24,7 +24,7 @@ import (
 	"github.com/executecode/executecode/pump"
 )
 
-// testToken looks like a real bridge token (bridge.md §3.3).
+// testToken looks like a real bridge token (43 base64url characters).
 const testToken = "tok_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn0"
 
 // knownTokens are the tokens the tests' bridges use: a frame or request
@@ -84,7 +84,7 @@ func findPython(t testing.TB) string {
 }
 
 // stage is one staged run: a workspace holding lemon_tools.py and an rpc
-// directory, laid out like bridge.md §3.2.
+// directory, laid out like a per-call workspace.
 type stage struct {
 	work  string
 	rpc   string

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+
+	"github.com/executecode/executecode/tools"
 )
 
 // ProtocolVersion numbers the bridge protocol the rendered shim speaks
@@ -17,13 +19,8 @@ const ProtocolVersion = 1
 // rendered module is staged as ModuleName + ".py".
 const ModuleName = "lemon_tools"
 
-// ExceptionPrefix starts the name of the frame the shim publishes into the
-// bridge directory when the script dies of an uncaught exception,
-// exception-<mac>.json: {"type": "<class name>", "errno": <int or null>}.
-const ExceptionPrefix = "exception-"
-
 // defaultTextBudget is the text() cap when the caller gives none
-// (bridge.md §4.1).
+// (docs/protocol.md, Budgets).
 const defaultTextBudget = 65536
 
 // Bells are the child-side descriptors of the doorbell pipes: Request is
@@ -43,16 +40,13 @@ var (
 		New("stubs").Parse(stubSource))
 )
 
-// stubOrder is the fixed order helpers appear in, whatever order the
-// configuration lists them in (bridge.md §4.6).
-var stubOrder = [...]string{"read", "grep", "find", "ls", "webfetch"}
-
-// enabled returns the known helpers present in tools, in stubOrder, each
-// once; unknown names are ignored because the host never serves them.
-func enabled(tools []string) []string {
+// enabled returns the known helpers present in names, in the allowlist's
+// order whatever order the configuration lists them in, each once; unknown
+// names are ignored because the host never serves them.
+func enabled(names []string) []string {
 	var out []string
-	for _, name := range stubOrder {
-		for _, t := range tools {
+	for _, name := range tools.Allowlist {
+		for _, t := range names {
 			if t == name {
 				out = append(out, name)
 				break

@@ -3,7 +3,7 @@ package shimpy
 import _ "embed"
 
 // RunnerName is the file name a session kernel stages the runner under,
-// next to the unconfigured lemon_tools module (kernel.md §7). The runner
+// next to the unconfigured lemon_tools module. The runner
 // speaks kernel protocol version ProtocolVersion (1).
 const RunnerName = "runner.py"
 
@@ -13,5 +13,5 @@ var runnerSource string
 // Runner returns the session-kernel runner program: the python a
 // persistent python3 runs with -u. It reads NDJSON requests on fd 0 and
 // writes frames on a private control descriptor made from the fd 1 it was
-// started with (kernel.md §6, §7). The text is fixed at build time.
+// started with (docs/protocol.md, Part 2). The text is fixed at build time.
 func Runner() string { return runnerSource }

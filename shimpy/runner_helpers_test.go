@@ -21,7 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// framePrefix starts every frame the runner writes (kernel.md §6.2).
+// framePrefix starts every frame the runner writes (docs/protocol.md,
+// Frames).
 const framePrefix = "\x1elemon-python\t"
 
 // frameCap is the largest frame line the host parser accepts.

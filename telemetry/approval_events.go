@@ -1,21 +1,26 @@
 package telemetry
 
-import "github.com/rs/zerolog"
+import (
+	"github.com/rs/zerolog"
 
-// Events of the approval broker (bridge.md §8, lemon.approvals.*). The
-// reference also attaches the approval id, run, session and agent ids to
+	"github.com/executecode/executecode/tools"
+)
+
+// Events of the approval broker (lemon.approvals.*). Other hosts also
+// attach the approval id, run, session and agent ids to
 // these events; here they are left out on purpose (identities never reach
 // telemetry), and the tool is a name from the helper allowlist or "other".
 
-// ApprovalTool is the helper an approval is for.
+// ApprovalTool is the helper an approval is for: one of the tools
+// package's names, or "other".
 type ApprovalTool string
 
 const (
-	ApprovalToolRead     ApprovalTool = "read"
-	ApprovalToolGrep     ApprovalTool = "grep"
-	ApprovalToolFind     ApprovalTool = "find"
-	ApprovalToolLs       ApprovalTool = "ls"
-	ApprovalToolWebfetch ApprovalTool = "webfetch"
+	ApprovalToolRead     ApprovalTool = tools.Read
+	ApprovalToolGrep     ApprovalTool = tools.Grep
+	ApprovalToolFind     ApprovalTool = tools.Find
+	ApprovalToolLs       ApprovalTool = tools.Ls
+	ApprovalToolWebfetch ApprovalTool = tools.Webfetch
 	ApprovalToolOther    ApprovalTool = "other"
 )
 

@@ -11,5 +11,6 @@
 // written (and printed) as the list's default. No event type may carry
 // code, output, tracebacks, tokens, paths, cwd, interpreter paths, PIDs,
 // key digests, identities or raw errors. This package must not import any
-// other package of the project.
+// other package of the project but tools, whose helper names its approval
+// events carry.
 package telemetry

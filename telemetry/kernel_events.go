@@ -6,7 +6,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Events of a kernel worker (kernel.md §10.1): one cell.start per dispatched
+// Events of a kernel worker (docs/architecture.md, Telemetry): one
+// cell.start per dispatched
 // cell, at most one cell.stop and at most one cell.cancel per cell. Every
 // field is a count, a duration or a reason from a fixed list; a reason
 // outside its list is written as that list's default, and a negative count
@@ -89,7 +90,8 @@ type CellStop struct {
 	Duration time.Duration
 	Outcome  CellOutcome
 	// DroppedLateOutput counts bytes that threads of earlier cells wrote
-	// during this one and the runner dropped (design ruling 7).
+	// during this one and the runner dropped (docs/protocol.md, Late output
+	// and thread generations).
 	DroppedLateOutput int
 }
 

@@ -6,7 +6,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Events of the kernel registry (kernel.md §10.1): kernel starts, stops,
+// Events of the kernel registry (docs/architecture.md, Telemetry): kernel
+// starts, stops,
 // crashes, reaps and evictions, and fallbacks. Every field is a count, a
 // duration or a reason from a fixed list; a reason outside its list is
 // written as that list's default, and a negative count or duration as 0.
@@ -199,7 +200,7 @@ func (s SessionReap) fields(w fieldWriter) {
 func (s SessionReap) MarshalZerologObject(e *zerolog.Event) { s.fields(logFields{e}) }
 
 // SessionEvict: admission evicted the least recently used idle kernel to
-// make room for a new one under the cap (kernel.md §3.4). Like a reap it
+// make room for a new one under the cap. Like a reap it
 // is emitted at the decision; its session.stop (reason capacity_eviction)
 // follows once the worker is gone.
 type SessionEvict struct {

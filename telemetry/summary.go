@@ -1,7 +1,8 @@
 package telemetry
 
 // Summary is a python_repl event as an introspection record holds it
-// (kernel.md §10.2): the lifecycle name (session_started, cell_stopped,
+// (docs/architecture.md, Telemetry): the lifecycle name (session_started,
+// cell_stopped,
 // fallback, bridge_denied, …), the event's measurements and its metadata.
 // Like the events, it holds counts, durations in their unit and labels
 // from fixed lists only.

@@ -36,7 +36,7 @@ func NewFind(opts Options) (Tool, error) {
 	return &findTool{root: r}, nil
 }
 
-func (*findTool) Name() string { return "find" }
+func (*findTool) Name() string { return Find }
 
 type entryKind int
 
@@ -47,7 +47,7 @@ const (
 )
 
 func (t *findTool) Execute(ctx context.Context, params map[string]any) (Result, error) {
-	a, err := newArgs("find", params, "pattern", "path", "type", "max_depth", "max_results", "hidden")
+	a, err := newArgs(Find, params, "pattern", "path", "type", "max_depth", "max_results", "hidden")
 	if err != nil {
 		return Result{}, err
 	}
@@ -55,7 +55,7 @@ func (t *findTool) Execute(ctx context.Context, params map[string]any) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	glob, err := newGlob("find", "pattern", pattern)
+	glob, err := newGlob(Find, "pattern", pattern)
 	if err != nil {
 		return Result{}, err
 	}

@@ -43,10 +43,10 @@ func NewGrep(opts Options) (Tool, error) {
 	return &grepTool{root: r}, nil
 }
 
-func (*grepTool) Name() string { return "grep" }
+func (*grepTool) Name() string { return Grep }
 
 func (t *grepTool) Execute(ctx context.Context, params map[string]any) (Result, error) {
-	a, err := newArgs("grep", params, "pattern", "path", "glob", "case_sensitive", "literal", "context_lines", "max_results")
+	a, err := newArgs(Grep, params, "pattern", "path", "glob", "case_sensitive", "literal", "context_lines", "max_results")
 	if err != nil {
 		return Result{}, err
 	}
@@ -94,7 +94,7 @@ func (t *grepTool) Execute(ctx context.Context, params map[string]any) (Result, 
 	}
 	var glob *globMatcher
 	if hasGlob && globText != "" {
-		g, err := newGlob("grep", "glob", globText)
+		g, err := newGlob(Grep, "glob", globText)
 		if err != nil {
 			return Result{}, err
 		}

@@ -34,10 +34,10 @@ func NewLs(opts Options) (Tool, error) {
 	return &lsTool{root: r}, nil
 }
 
-func (*lsTool) Name() string { return "ls" }
+func (*lsTool) Name() string { return Ls }
 
 func (t *lsTool) Execute(ctx context.Context, params map[string]any) (Result, error) {
-	a, err := newArgs("ls", params, "path", "all", "long", "recursive", "max_depth", "max_entries")
+	a, err := newArgs(Ls, params, "path", "all", "long", "recursive", "max_depth", "max_entries")
 	if err != nil {
 		return Result{}, err
 	}

@@ -40,11 +40,11 @@ type Options struct {
 // Builtin returns all five built-in tools keyed by name.
 func Builtin(opts Options) (map[string]Tool, error) {
 	constructors := map[string]func(Options) (Tool, error){
-		"read":     NewRead,
-		"grep":     NewGrep,
-		"find":     NewFind,
-		"ls":       NewLs,
-		"webfetch": NewWebfetch,
+		Read:     NewRead,
+		Grep:     NewGrep,
+		Find:     NewFind,
+		Ls:       NewLs,
+		Webfetch: NewWebfetch,
 	}
 	out := make(map[string]Tool, len(constructors))
 	for _, name := range Allowlist {

@@ -86,3 +86,17 @@ func TestAbsolutePathsInsideTheRootAreShownRelative(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, "no such file or directory: d/missing.txt", err.Error())
 }
+
+// Builtin makes exactly the allowlisted helpers, each under its own name:
+// the allowlist, the constructors and Tool.Name agree.
+func TestBuiltinMakesEveryAllowlistedHelperUnderItsOwnName(t *testing.T) {
+	s := newSandbox(t, nil)
+	all, err := Builtin(Options{Root: s.root})
+	require.NoError(t, err)
+	assert.Len(t, all, len(Allowlist))
+	for _, name := range Allowlist {
+		if assert.Contains(t, all, name) {
+			assert.Equal(t, name, all[name].Name())
+		}
+	}
+}

@@ -6,7 +6,8 @@ import (
 )
 
 // Policy is the per-tool allow / deny / require-approval policy applied to
-// every helper call (bridge.md §5.5 step f and §7.1). It can only refuse or
+// every helper call, at its claim (docs/protocol.md, A helper call, step
+// by step). It can only refuse or
 // gate a call: a name it allows is still unreachable unless the helper set
 // holds it, so no policy widens Allowlist.
 //

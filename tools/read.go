@@ -27,10 +27,10 @@ func NewRead(opts Options) (Tool, error) {
 	return &readTool{root: r}, nil
 }
 
-func (*readTool) Name() string { return "read" }
+func (*readTool) Name() string { return Read }
 
 func (t *readTool) Execute(ctx context.Context, params map[string]any) (Result, error) {
-	a, err := newArgs("read", params, "path", "offset", "limit")
+	a, err := newArgs(Read, params, "path", "offset", "limit")
 	if err != nil {
 		return Result{}, err
 	}

@@ -5,9 +5,22 @@ import (
 	"errors"
 )
 
+// The built-in helpers' names: the one spelling of each, used by the
+// configuration, the shim's stubs, the tool description, the pump and
+// telemetry alike. They are untyped so that they fit every place a name
+// travels as a string (Tool.Name, config lists, map keys, JSON).
+const (
+	Read     = "read"
+	Grep     = "grep"
+	Find     = "find"
+	Ls       = "ls"
+	Webfetch = "webfetch"
+)
+
 // Allowlist is the fixed, compile-time set of helpers a script may call, in
-// the order stubs are emitted. Configuration can only narrow it.
-var Allowlist = []string{"read", "grep", "find", "ls", "webfetch"}
+// the order stubs are emitted: the one ordered list of the names above.
+// Configuration can only narrow it.
+var Allowlist = []string{Read, Grep, Find, Ls, Webfetch}
 
 // Content is one block of a tool result. Type is "text" for text blocks;
 // any other type is shown to scripts as "[non-text content omitted]".

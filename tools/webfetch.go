@@ -135,7 +135,7 @@ func (t *webfetchTool) checkURL(u *url.URL) error {
 	return nil
 }
 
-func (*webfetchTool) Name() string { return "webfetch" }
+func (*webfetchTool) Name() string { return Webfetch }
 
 func (t *webfetchTool) Execute(ctx context.Context, params map[string]any) (Result, error) {
 	res, err := t.fetch(ctx, params)
@@ -145,7 +145,7 @@ func (t *webfetchTool) Execute(ctx context.Context, params map[string]any) (Resu
 }
 
 func (t *webfetchTool) fetch(ctx context.Context, params map[string]any) (Result, error) {
-	a, err := newArgs("webfetch", params, "url", "extractMode", "maxChars")
+	a, err := newArgs(Webfetch, params, "url", "extractMode", "maxChars")
 	if err != nil {
 		return Result{}, err
 	}

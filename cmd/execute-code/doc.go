@@ -7,4 +7,8 @@
 // The command owns flag parsing, exit statuses, the serve protocol's line
 // decoding (request.go: pure functions, fuzzed) and the shape of what it
 // prints; all behaviour lives in the executecode package.
+//
+// It is a command, not a library: its flags, exit statuses, output and
+// serve lines are its interface, and nothing in the package carries a
+// compatibility promise for importers.
 package main

@@ -9,7 +9,8 @@ import (
 	"syscall"
 )
 
-// Exit statuses (design.md "The CLI").
+// Exit statuses: 0 when the script ran and exited 0, 1 when it ran and
+// failed, 2 for a usage, configuration or tool error before any code ran.
 const (
 	exitOK     = 0
 	exitFailed = 1

@@ -12,7 +12,7 @@ import (
 
 // headPercent is the share of max_output_bytes kept from the start of the
 // output once it overflows; the rest of the budget is the rolling tail
-// (design ruling 2).
+// (README.md, The result).
 const headPercent = 40
 
 // sanitizeChunk bounds how much input is sanitized in one go, so a single

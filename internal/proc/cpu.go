@@ -17,7 +17,7 @@ const userHZ = 100
 
 // SetCPUBudget gives process pid budget more CPU time from now by raising
 // its soft RLIMIT_CPU to (CPU used so far + budget), rounded up to whole
-// seconds, the limit's unit (design.md "Resource limits and hygiene").
+// seconds, the limit's unit.
 // RLIMIT_CPU counts a process's whole life, so a persistent kernel needs
 // this before every cell. A zero budget lifts the soft limit to the hard
 // one. The hard limit is never touched: the kernel is started with it

@@ -26,7 +26,7 @@ type Limits struct {
 	NProc int
 	// CPUHardUnlimited leaves RLIMIT_CPU's hard limit as inherited, for a
 	// session kernel whose soft limit the host raises before each cell
-	// with prlimit(2) (design.md, Limits).
+	// with prlimit(2) before each cell.
 	CPUHardUnlimited bool
 }
 

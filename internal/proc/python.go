@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// Sentinels for ResolvePython's errors, whose text is bridge.md §1.3
-// step 6 verbatim.
+// Sentinels for ResolvePython's errors, whose text is the tool error a
+// caller sees, fixed word for word.
 var (
 	ErrPythonNotFound      = errors.New("python3 not found")
 	ErrPythonNotExecutable = errors.New("python3 not executable")
@@ -47,13 +47,13 @@ func (e *pythonError) Unwrap() []error {
 	return []error{e.kind, e.cause}
 }
 
-// ResolvePython returns the interpreter to run (bridge.md §1.3 step 6).
+// ResolvePython returns the interpreter to run.
 // A configured path is checked (it must stat, following links, as a
 // regular file with an execute bit) and returned unchanged. Otherwise
 // $PATH is searched for python3, taking the first real interpreter: a
 // regular executable file that does not start with "#!". Version-manager
 // shims are shell scripts, and exec'ing one costs a shell and, under a
-// sandbox, fails outright (launcher-notes trap 4). If only scripts are
+// sandbox, fails outright. If only scripts are
 // found, the first is run once to print sys.executable, and that is used
 // when it is a real interpreter.
 func ResolvePython(configured string) (string, error) {

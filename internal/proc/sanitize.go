@@ -11,7 +11,7 @@ const maxPending = 64
 const replacement = "\uFFFD"
 
 // sanitizer cleans a byte stream for a model to read, chunk by chunk.
-// The rules (bridge.md §1.9.3, design ruling 10), applied to the stream as
+// The rules (README.md, The result), applied to the stream as
 // a whole so that the result never depends on where chunk boundaries fall:
 //   - ANSI CSI sequences, ESC '[' then digits or ';' then one ASCII letter,
 //     at most maxPending bytes in all, are removed;

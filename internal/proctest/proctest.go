@@ -1,11 +1,3 @@
-// Package proctest finds processes for tests that must prove none is left
-// behind: by pid, by a marker variable in their environment (which
-// survives whatever became of their parent and process group), and by
-// waiting for them to go. Zombies count as gone: they run nothing and
-// their reaper may be a process the test does not control.
-//
-// It reads /proc only; it is imported by test files and never by the
-// runtime.
 package proctest
 
 import (
