@@ -178,9 +178,9 @@ func TestEveryFallbackIsEmittedWithItsReason(t *testing.T) {
 		"cell.stop(ok)")
 }
 
-// One bridge.deny (reason authentication) per request that
-// fails authentication, in session mode only.
-func TestEachForgedSessionRequestIsABridgeDenial(t *testing.T) {
+// One bridge.deny (reason authentication) per request that fails
+// authentication, in both modes, besides the denied calls in details.
+func TestEachForgedRequestIsABridgeDenialInBothModes(t *testing.T) {
 	const forge = `
 import json, os, time, lemon_tools
 B = lemon_tools._BRIDGE
@@ -203,7 +203,7 @@ text("done")
 	perCall := newRig(t, withCfg(func(c *config.Config) { c.KernelMode = config.PerCall }))
 	res = perCall.run(nil, forge)
 	assert.Equal(t, 2, res.Details.RPCDenied)
-	perCall.expectTrace("execute_code.stop")
+	perCall.expectTrace("bridge.deny", "bridge.deny", "execute_code.stop")
 }
 
 func TestApprovalPromptsEmitRequestedThenResolved(t *testing.T) {

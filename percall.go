@@ -254,6 +254,7 @@ func (p perCallRunner) bridge(rn run, ws workspace, bells *bell.Pair, sc *proc.S
 		MaxParallel:     r.cfg.MaxParallelRPC,
 		OnNotify:        rn.call.Notify,
 		ScrubNotify:     sc.String,
+		OnAuthFailure:   r.bridgeDenied,
 		OnFrameRefused:  r.bridgeDenied,
 		OnRoundTrip:     r.metrics.ObserveRoundTrip,
 		Bells:           bells,
