@@ -47,3 +47,31 @@ func TestSessionCellStartsInTheKernelDirectoryAfterAChdir(t *testing.T) {
 	third := e.cell(o, "import os\ntext(os.path.realpath(os.getcwd()))\n")
 	assert.Equal(t, []string{root}, third.Blocks)
 }
+
+// What a cell wrote before it ended its kernel abruptly reaches its
+// result, as a per-call run's output does: os._exit waits for the
+// runner's drain of the capture pipe, and after a kill the host reads
+// what the runner never drained. Each cell is a fresh kernel, so the
+// race gets many chances.
+func TestSessionOutputBeforeAnAbruptEndIsKept(t *testing.T) {
+	scripts := map[string]struct {
+		script string
+		code   int
+	}{
+		"os._exit": {"import os, sys\nprint('before exit', flush=True)\nos.write(2, b'raw stderr\\n')\nos._exit(7)\n", 7},
+		"SIGKILL":  {"import os, signal\nprint('before exit', flush=True)\nos.write(2, b'raw stderr\\n')\nos.kill(os.getpid(), signal.SIGKILL)\n", 137},
+	}
+	perCall := newEnv(t, nil)
+	e := sessionEnv(t, nil)
+	o := e.attach("exit")
+	for name, tc := range scripts {
+		res := perCall.run(tc.script)
+		require.Contains(t, res.Text(), "before exit\nraw stderr\n", name)
+		for i := range 8 {
+			res := e.cell(o, tc.script)
+			require.NotNil(t, res.Details.ExitCode, "%s cell %d: %s", name, i, res.Text())
+			assert.Equal(t, tc.code, *res.Details.ExitCode, name)
+			assert.Contains(t, res.Text(), "before exit\nraw stderr\n", "%s cell %d", name, i)
+		}
+	}
+}

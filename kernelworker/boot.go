@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/executecode/executecode/internal/proc"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/executecode/executecode/internal/bell"
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/shimpy"
 )
@@ -32,7 +32,11 @@ type kernel struct {
 	proc   *proc.Process
 	bells  *bell.Pair
 	stdin  *requestWriter
-	frames *frameSink
+	// capture is the host's copy of the read end of the pipe behind the
+	// kernel's fds 1 and 2: read only once the kernel is gone, for what
+	// its drainer had no time to turn into frames.
+	capture *os.File
+	frames  *frameSink
 	stderr *proc.TailBuffer
 	booted time.Time
 }
@@ -98,6 +102,10 @@ func boot(opts Options) (k *kernel, err error) {
 		return k, fmt.Errorf("request channel: %w", err)
 	}
 	k.stdin = newRequestWriter(stdinW)
+	captureW, err := k.capturePipe()
+	if err != nil {
+		return k, fmt.Errorf("capture pipe: %w", err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartupTimeout)
 	defer cancel()
@@ -105,7 +113,7 @@ func boot(opts Options) (k *kernel, err error) {
 		Path:       opts.Interpreter,
 		Args:       []string{"-u", filepath.Join(k.dir, runnerFile)},
 		Dir:        k.dir,
-		ExtraFiles: k.bells.ChildFiles(),
+		ExtraFiles: append(k.bells.ChildFiles(), k.capture, captureW),
 		Limits:     opts.Limits,
 		Output:     k.frames,
 		Stdin:      stdinR,
@@ -114,6 +122,7 @@ func boot(opts Options) (k *kernel, err error) {
 	// The child has its copies (or never will): the host keeps only its
 	// own ends, so EOFs mean what they say.
 	_ = stdinR.Close()
+	_ = captureW.Close()
 	_ = k.bells.CloseChildEnds()
 	if err != nil {
 		return k, fmt.Errorf("spawn: %w", err)
@@ -190,6 +199,10 @@ func (k *kernel) release(logger *zerolog.Logger) {
 	if k.bells != nil {
 		_ = k.bells.Close()
 	}
+	if k.capture != nil {
+		_ = k.capture.Close()
+		k.capture = nil
+	}
 	if k.dir != "" {
 		privatetmp.Teardown(k.dir, privatetmp.LabelWorkspace, logger)
 		k.dir = ""
@@ -204,4 +217,57 @@ func requestLine(req map[string]any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// The runner finds the capture pipe's ends at these descriptors, after
+// the doorbells (shimpy/runner.py, CAPTURE).
+const (
+	captureReadFD  = 5
+	captureWriteFD = 6
+)
+
+// leftoverLimit bounds what is read from the capture pipe after the
+// kernel ended: more than a pipe holds by default, and a script that
+// enlarged its pipe still cannot make the host read without end.
+const leftoverLimit = 1 << 20
+
+// capturePipe makes the pipe the runner puts behind fds 1 and 2, and
+// returns its write end for the child; the host keeps the read end. The
+// pipe is the host's, not the runner's own, so that what is still in it
+// when the kernel dies can be read by the host.
+func (k *kernel) capturePipe() (*os.File, error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, err
+	}
+	k.capture = os.NewFile(uintptr(fds[0]), "kernel-capture")
+	return os.NewFile(uintptr(fds[1]), "kernel-capture-child"), nil
+}
+
+// leftover is what the kernel wrote to its capture pipe and its runner
+// never read: the output of its last moments (an os._exit, a signal).
+// It is read without blocking, since a process that left the kernel's
+// session may still hold the write end, and only once the kernel is
+// gone: before that the runner is the pipe's one reader.
+func (k *kernel) leftover() []byte {
+	if k.capture == nil {
+		return nil
+	}
+	fd := int(k.capture.Fd())
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil
+	}
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for len(out) < leftoverLimit {
+		n, err := unix.Read(fd, buf[:min(len(buf), leftoverLimit-len(out))])
+		if err == unix.EINTR {
+			continue
+		}
+		if n <= 0 || err != nil {
+			break
+		}
+		out = append(out, buf[:n]...)
+	}
+	return out
 }

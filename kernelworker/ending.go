@@ -109,6 +109,11 @@ func (w *worker) portExit(ctx actor.Context, st proc.ExitStatus) {
 	}
 	ev.Msg("kernel exited")
 	c := w.active
+	if w.phase == phaseRunning && c != nil {
+		// The runner is gone: what it never drained is the cell's last
+		// output, in the order it was written after what came in frames.
+		c.stream(w.k.leftover())
+	}
 	w.replyActive(CellResult{Reason: ReasonPortExit, KilledBy: killedBy, Exit: &st}, telemetry.OutcomePortExit)
 	if w.phase == phaseRunning {
 		w.emitCancel(c, telemetry.CauseShutdown)

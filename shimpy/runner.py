@@ -41,6 +41,7 @@ import builtins
 import io
 import os
 import select
+import stat as _stat
 import sys
 import threading
 import time
@@ -82,7 +83,16 @@ TRACEBACK_FIELD_BUDGET = 4096
 REASON_BUDGET = 65536
 TRUNCATION_MARKER = "... [truncated]"
 RECURSIVE_CUTOFF = 3
+# The runner's own exits skip the drain os._exit gets for cells.
+_real_exit = os._exit
 BELLS = (3, 4)
+# The host's capture pipe (read end, write end): the host keeps a copy of
+# the read end, so what is still in the pipe when the kernel dies (an
+# os._exit right after a write) reaches the cell's result all the same.
+CAPTURE = (5, 6)
+# How long an os._exit of the kernel waits for the drainer, and then
+# frames what is left in the capture pipe.
+EXIT_DRAIN_SECONDS = 1.0
 SHIM_MODULE = "lemon_tools"
 HELPER_NAMES = ("ToolError", "read", "grep", "find", "ls", "webfetch", "text", "notify", "batch")
 UNSUPPORTED_INPUT_MESSAGE = (
@@ -533,6 +543,7 @@ class Kernel(object):
         self._setup_descriptors()
         threading.Thread(target=self._drain, args=(self.pipe,), name="lemon-drain", daemon=True).start()
         self._install_thread_tagging()
+        self._install_exit_drain()
         self._make_namespace()
         self._hide_runner_path()
         if "linecache" not in sys.modules:
@@ -555,6 +566,18 @@ class Kernel(object):
             return None
         return BELLS
 
+    @staticmethod
+    def _capture_pipe():
+        try:
+            if all(_stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in CAPTURE):
+                # The cells' children must hold neither end but fds 1 and 2.
+                for fd in CAPTURE:
+                    os.set_inheritable(fd, False)
+                return CAPTURE
+        except OSError:
+            pass
+        return os.pipe()
+
     def _refuse_input(self):
         builtins.input = _refuse_input
         stand_in = _NoStdin()
@@ -569,7 +592,7 @@ class Kernel(object):
         try:
             self.ctl = os.dup(1)
         except OSError:
-            os._exit(EXIT_CONTROL_LOST)
+            _real_exit(EXIT_CONTROL_LOST)
         os.set_inheritable(self.ctl, False)
         try:
             os.set_inheritable(0, False)
@@ -583,7 +606,7 @@ class Kernel(object):
         # One pipe behind fd 1 and fd 2, as a per-call run has: what the
         # cell, its threads and its children write comes back in the order
         # it was written, which two pipes drained apart cannot keep.
-        read_end, write_end = os.pipe()
+        read_end, write_end = self._capture_pipe()
         os.dup2(write_end, 1)
         os.dup2(write_end, 2)
         os.close(write_end)
@@ -595,6 +618,37 @@ class Kernel(object):
         # from them keeps its writes attributed by thread.
         sys.stdout = sys.__stdout__ = self.stdout
         sys.stderr = sys.__stderr__ = self.stderr
+
+    def _install_exit_drain(self):
+        # os._exit skips every handler, so what the drainer had read but
+        # not yet framed, and what is still in the pipe, would be lost,
+        # where a per-call run's output reaches the host whole. The kernel
+        # itself waits for the drainer and frames the rest first; a forked
+        # child exits at once, as it holds no frame channel of its own.
+        kernel = self
+        real_exit = _real_exit
+
+        def _exit(status):
+            if os.getpid() == kernel.pid and kernel.pipe is not None:
+                kernel._flush_streams()
+                pipe = kernel.pipe
+                if pipe.lock.acquire(timeout=EXIT_DRAIN_SECONDS):
+                    try:
+                        kernel._drain_now(pipe, deliver=True,
+                                          deadline=time.monotonic() + EXIT_DRAIN_SECONDS)
+                    except Exception:
+                        pass
+                    finally:
+                        pipe.lock.release()
+            real_exit(status)
+
+        for attr in ("__name__", "__qualname__", "__doc__"):
+            try:
+                setattr(_exit, attr, getattr(real_exit, attr))
+            except (AttributeError, TypeError):
+                pass
+        _exit.__wrapped__ = real_exit
+        os._exit = _exit
 
     def _install_thread_tagging(self):
         kernel = self
@@ -666,7 +720,7 @@ class Kernel(object):
                 written = os.write(self.ctl, view)
                 view = view[written:]
         except OSError:
-            os._exit(EXIT_CONTROL_LOST)
+            _real_exit(EXIT_CONTROL_LOST)
 
     def _close_control(self):
         with self.wlock:
@@ -829,7 +883,7 @@ class Kernel(object):
                 status = exc.code if type(exc.code) is int else (0 if exc.code is None else 1)
             else:
                 status = 1
-            os._exit(status & 0xFF)
+            _real_exit(status & 0xFF)
 
     def _compile(self, source):
         code = compile(source, CELL_FILENAME, "exec", dont_inherit=True)
