@@ -3,6 +3,7 @@ package kernelworker
 import (
 	"context"
 	"github.com/executecode/executecode/internal/proc"
+	"github.com/executecode/executecode/kernelworker/internal/frame"
 	"strconv"
 	"time"
 
@@ -29,7 +30,7 @@ type worker struct {
 	system *actor.ActorSystem
 	self   *actor.PID
 
-	parser    Parser
+	parser    frame.Parser
 	queue     []*cell
 	active    *cell
 	cellSeq   int
@@ -263,7 +264,7 @@ func (w *worker) applyCPUBudget(c *cell) {
 }
 
 // complete ends the active cell on its done frame.
-func (w *worker) complete(ctx actor.Context, f Frame) {
+func (w *worker) complete(ctx actor.Context, f frame.Frame) {
 	c := w.active
 	w.disarm(timerCell)
 	w.completed++
