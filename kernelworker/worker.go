@@ -279,7 +279,7 @@ func (w *worker) complete(ctx actor.Context, f frame.Frame) {
 	outcome := telemetry.OutcomeOK
 	if c.exception != nil {
 		res.Reason, res.Exception = ReasonException, c.exception
-		res.KilledBy = CellKilledBy(c.exception, w.opts.Limits)
+		res.KilledBy = cellKilledBy(c.exception, w.opts.Limits)
 		outcome = telemetry.OutcomeException
 	}
 	w.emit(telemetry.CellStop{Duration: res.Duration, Outcome: outcome, DroppedLateOutput: f.Dropped})
