@@ -134,7 +134,7 @@ func (w *worker) fired(m *timerFired) bool {
 	return true
 }
 
-// frame.Frame rules (docs/protocol.md, Frames), one function per phase.
+// Frame rules (docs/protocol.md, Frames), one function per phase.
 
 func (w *worker) startingFrame(ctx actor.Context, f frame.Frame) {
 	if f.Type != frame.Ready {

@@ -278,7 +278,8 @@ func (h *harness) recoverDebts(ledger claimLedger) {
 	require.NoError(h.t, newSweeper(h.cfg, h.lone(), &h.stats).recoverDebts(ledger))
 }
 
-// drainNotifications is the package's drainNotifications with the harness's bridge.
+// drainNotifications is the package's drainNotifications with the
+// harness's bridge.
 func (h *harness) drainNotifications() {
 	newSweeper(h.cfg, h.lone(), &h.stats).drainNotifications()
 }
