@@ -50,10 +50,11 @@ bench:
 
 # Every fuzz target for FUZZTIME each; crashers land in testdata as seeds.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest kernelworker:FuzzSanitize \
-	kernelworker:FuzzCapture kernelworker:FuzzScrubStream tools:FuzzReadLines tools:FuzzExtractHTML \
+FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest internal/proc:FuzzSanitize \
+	internal/proc:FuzzCapture internal/proc:FuzzScrubStream tools:FuzzReadLines tools:FuzzExtractHTML \
 	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker \
-	kernelworker:FuzzParser kernelworker:FuzzStreamFastPath approval:FuzzParseDecision cmd/execute-code:FuzzServeLine \
+	kernelworker/internal/frame:FuzzParser kernelworker/internal/frame:FuzzStreamFastPath \
+	approval:FuzzParseDecision cmd/execute-code:FuzzServeLine \
 	tools:FuzzIgnoreFile pump:FuzzParseFrameName
 
 fuzz:

@@ -11,10 +11,10 @@ import (
 	"github.com/executecode/executecode/registry"
 )
 
-// DefaultTimeout bounds one registry query: the registry asks every
+// defaultTimeout bounds one registry query: the registry asks every
 // worker for its status, and a worker that does not answer costs one
 // status timeout (5 s).
-const DefaultTimeout = 10 * time.Second
+const defaultTimeout = 10 * time.Second
 
 // ErrUnavailable reports a snapshot that could not be taken: the
 // registry, or the introspect actor, did not answer.
@@ -28,11 +28,11 @@ type Config struct {
 	QueueCapacity int
 	// Journal, if set, supplies the dropped late output total.
 	Journal *Journal
-	// Timeout bounds one registry query; 0 means DefaultTimeout.
+	// Timeout bounds one registry query; 0 means 10 seconds.
 	Timeout time.Duration
 }
 
-// Props is the introspect actor. It answers each Request with the
+// Props is the introspect actor. It answers each snapshotRequest with the
 // registry's aggregate; requests that arrive while a query is in flight
 // share its answer, so any number of concurrent readers (a scrape, a
 // serve client, an embedder) costs the registry one query at a time. It
@@ -40,7 +40,7 @@ type Config struct {
 // restart loses nothing.
 func Props(cfg Config) *actor.Props {
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
+		cfg.Timeout = defaultTimeout
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return &introspector{cfg: cfg} })
 }
@@ -52,7 +52,7 @@ type introspector struct {
 
 func (a *introspector) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
-	case *Request, Request:
+	case *snapshotRequest, snapshotRequest:
 		if ctx.Sender() == nil {
 			return
 		}
@@ -65,7 +65,7 @@ func (a *introspector) Receive(ctx actor.Context) {
 
 func (a *introspector) query(ctx actor.Context) {
 	if a.cfg.Registry == nil {
-		a.answer(ctx, &Reply{Err: fmt.Errorf("%w: no registry", ErrUnavailable)})
+		a.answer(ctx, &snapshotReply{Err: fmt.Errorf("%w: no registry", ErrUnavailable)})
 		return
 	}
 	f := ctx.RequestFuture(a.cfg.Registry, &registry.SnapshotRequest{}, a.cfg.Timeout)
@@ -74,18 +74,18 @@ func (a *introspector) query(ctx actor.Context) {
 	})
 }
 
-func (a *introspector) reply(res any, err error) *Reply {
+func (a *introspector) reply(res any, err error) *snapshotReply {
 	if err != nil {
-		return &Reply{Err: fmt.Errorf("%w: registry: %w", ErrUnavailable, err)}
+		return &snapshotReply{Err: fmt.Errorf("%w: registry: %w", ErrUnavailable, err)}
 	}
 	s, ok := res.(*registry.Snapshot)
 	if !ok || s == nil {
-		return &Reply{Err: fmt.Errorf("%w: registry answered %T", ErrUnavailable, res)}
+		return &snapshotReply{Err: fmt.Errorf("%w: registry answered %T", ErrUnavailable, res)}
 	}
-	return &Reply{Snapshot: fromRegistry(s, a.cfg.QueueCapacity, a.cfg.Journal.DroppedLateOutputBytes())}
+	return &snapshotReply{Snapshot: fromRegistry(s, a.cfg.QueueCapacity, a.cfg.Journal.DroppedLateOutputBytes())}
 }
 
-func (a *introspector) answer(ctx actor.Context, r *Reply) {
+func (a *introspector) answer(ctx actor.Context, r *snapshotReply) {
 	for _, w := range a.waiters {
 		ctx.Send(w, r)
 	}
@@ -104,17 +104,17 @@ func NewClient(root *actor.RootContext, pid *actor.PID) *Client {
 }
 
 // Snapshot asks for the aggregate, waiting until ctx ends (at most
-// DefaultTimeout plus a second).
+// defaultTimeout plus a second).
 func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
-	timeout := DefaultTimeout + time.Second
+	timeout := defaultTimeout + time.Second
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, max(time.Until(d), time.Millisecond))
 	}
-	res, err := c.root.RequestFuture(c.pid, &Request{}, timeout).Result()
+	res, err := c.root.RequestFuture(c.pid, &snapshotRequest{}, timeout).Result()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	r, ok := res.(*Reply)
+	r, ok := res.(*snapshotReply)
 	if !ok {
 		return Snapshot{}, fmt.Errorf("%w: answered %T", ErrUnavailable, res)
 	}

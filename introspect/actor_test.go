@@ -84,7 +84,7 @@ func TestConcurrentReadersShareOneRegistryQuery(t *testing.T) {
 	const readers = 50
 	futures := make([]*actor.Future, readers)
 	for i := range futures {
-		futures[i] = sys.Root.RequestFuture(pid, &Request{}, 10*time.Second)
+		futures[i] = sys.Root.RequestFuture(pid, &snapshotRequest{}, 10*time.Second)
 	}
 	require.Eventually(t, func() bool { return asked.Load() == 1 }, 10*time.Second, time.Millisecond)
 	close(gate)
@@ -93,7 +93,7 @@ func TestConcurrentReadersShareOneRegistryQuery(t *testing.T) {
 		wg.Go(func() {
 			res, err := f.Result()
 			if assert.NoError(t, err) {
-				assert.Equal(t, 1, res.(*Reply).Snapshot.Capacity.Live)
+				assert.Equal(t, 1, res.(*snapshotReply).Snapshot.Capacity.Live)
 			}
 		})
 	}

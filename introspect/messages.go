@@ -1,11 +1,12 @@
 package introspect
 
-// Request asks the introspect actor for the snapshot; it answers *Reply.
-type Request struct{}
+// snapshotRequest asks the introspect actor for the snapshot; it answers
+// *snapshotReply.
+type snapshotRequest struct{}
 
-// Reply is the snapshot, or Err (wrapping ErrUnavailable) when the
+// snapshotReply is the snapshot, or Err (wrapping ErrUnavailable) when the
 // registry did not answer.
-type Reply struct {
+type snapshotReply struct {
 	Snapshot Snapshot
 	Err      error
 }

@@ -2,6 +2,7 @@ package kernelworker
 
 import (
 	"github.com/executecode/executecode/internal/proc"
+	"github.com/executecode/executecode/kernelworker/internal/frame"
 	"time"
 )
 
@@ -54,7 +55,7 @@ func (c *cell) stream(data []byte) {
 // cleanException is f's exception as the model may see it: sanitized like
 // the output (a message can carry escape sequences and control bytes),
 // then scrubbed with the cell's patterns.
-func (c *cell) cleanException(f Frame) *Exception {
+func (c *cell) cleanException(f frame.Frame) *Exception {
 	clean := func(s string) string { return c.req.Scrub.String(proc.SanitizeString(s)) }
 	return &Exception{Kind: f.Kind, Name: clean(f.Name), Message: clean(f.Message), Traceback: clean(f.Traceback)}
 }

@@ -8,7 +8,8 @@
 // runner.py in a private workspace, with requests on fd 0, the runner's
 // frames on fd 1, its start-up stderr on a pipe of its own and the
 // kernel's doorbells on fds 3 and 4, then spawns its worker actor. The
-// worker owns the process, the frame Parser, the FIFO of cells, each
+// worker owns the process, a frame parser (internal/frame, which holds
+// the frame protocol and its fuzz targets), the FIFO of cells, each
 // cell's Capture, timer and CPU budget (prlimit before every cell), the
 // cancellation escalation (SIGINT, then SIGTERM, then SIGKILL to the
 // group) and the cleanup; every Execute gets exactly one CellResult.
@@ -16,10 +17,11 @@
 //
 // It may call the standard library, golang.org/x/sys/unix, protoactor's
 // actor package, zerolog, and of this project internal/proc (the
-// processes), privatetmp (staging and teardown), internal/bell (the doorbells),
-// shimpy (only the runner text) and telemetry. It takes spill files and workspaces through functions and
-// never touches a cell's bridge directory, the registry or any other
-// actor's state. Nothing here signals a process group whose leader it has
+// processes), its own internal/frame (the frames), privatetmp (staging
+// and teardown), internal/bell (the doorbells), shimpy (only the runner
+// text) and telemetry. It takes spill files and workspaces through
+// functions and never touches a cell's bridge directory, the registry or
+// any other actor's state. Nothing here signals a process group whose leader it has
 // already reaped.
 //
 // It is the runtime's own machinery, not an embedder's API: an embedder

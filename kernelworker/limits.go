@@ -7,12 +7,12 @@ import (
 	"github.com/executecode/executecode/internal/proc"
 )
 
-// CellKilledBy explains a cell's uncaught exception that a limit caused,
+// cellKilledBy explains a cell's uncaught exception that a limit caused,
 // for details.killed_by, or returns "": a MemoryError under a memory limit,
 // an OSError with errno EFBIG under a file size limit (python ignores
 // SIGXFSZ). The kernel survives such a cell with its state; the name only
 // says which limit the cell ran into, as a per-call run's result does.
-func CellKilledBy(e *Exception, lim proc.Limits) string {
+func cellKilledBy(e *Exception, lim proc.Limits) string {
 	if e == nil || e.Kind != "error" {
 		return ""
 	}

@@ -53,7 +53,7 @@ func TestCellKilledByNamesTheLimitBehindAnException(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, CellKilledBy(tc.exc, tc.lim))
+			assert.Equal(t, tc.want, cellKilledBy(tc.exc, tc.lim))
 		})
 	}
 }

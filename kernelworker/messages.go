@@ -93,7 +93,7 @@ type CellResult struct {
 	Exception *Exception
 	// KilledBy names what ended the kernel under this cell ("" if
 	// nothing did), or, for an exception cell that keeps its kernel, the
-	// limit that raised the exception (CellKilledBy).
+	// limit that raised the exception (cellKilledBy).
 	KilledBy string
 	// Exit is the interpreter's exit status when it died on its own under
 	// this cell (Reason port_exit), so the host can report its code.

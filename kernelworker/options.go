@@ -20,18 +20,18 @@ var ErrStartupFailed = errors.New("kernel startup failed")
 
 // Defaults of Options.
 const (
-	DefaultMaxQueuedCells = 8
-	DefaultMaxOutputBytes = 50000
-	DefaultStartupTimeout = 10 * time.Second
-	DefaultInterruptGrace = time.Second
-	DefaultTermGrace      = time.Second
-	DefaultKillGrace      = time.Second
-	DefaultByeTimeout     = time.Second
+	defaultMaxQueuedCells = 8
+	defaultMaxOutputBytes = 50000
+	defaultStartupTimeout = 10 * time.Second
+	defaultInterruptGrace = time.Second
+	defaultTermGrace      = time.Second
+	defaultKillGrace      = time.Second
+	defaultByeTimeout     = time.Second
 	// EndingBound is the longest a worker with the default graces takes
 	// from discarding its kernel (a timeout, a cancel) to the kernel's
 	// end, when the held answer goes: the interrupt grace, the bye wait,
 	// SIGTERM's and SIGKILL's graces and the session sweep.
-	EndingBound = DefaultInterruptGrace + DefaultByeTimeout + DefaultTermGrace + DefaultKillGrace + proc.SessionSweepBound
+	EndingBound = defaultInterruptGrace + defaultByeTimeout + defaultTermGrace + defaultKillGrace + proc.SessionSweepBound
 )
 
 // Options configure one worker and its kernel.
@@ -52,10 +52,9 @@ type Options struct {
 	// Runner is the runner program; "" means shimpy.Runner().
 	Runner string
 	// MaxQueuedCells bounds the cells waiting behind the active one
-	// (0 means DefaultMaxQueuedCells).
+	// (0 means 8).
 	MaxQueuedCells int
-	// MaxOutputBytes bounds each cell's kept output (0 means
-	// DefaultMaxOutputBytes).
+	// MaxOutputBytes bounds each cell's kept output (0 means 50000).
 	MaxOutputBytes int
 	// MaxSpillBytes caps each cell's spill file; 0 means no cap.
 	MaxSpillBytes int64
@@ -102,21 +101,21 @@ type Handle struct {
 
 func (o Options) withDefaults() Options {
 	if o.MaxQueuedCells <= 0 {
-		o.MaxQueuedCells = DefaultMaxQueuedCells
+		o.MaxQueuedCells = defaultMaxQueuedCells
 	}
 	if o.MaxOutputBytes <= 0 {
-		o.MaxOutputBytes = DefaultMaxOutputBytes
+		o.MaxOutputBytes = defaultMaxOutputBytes
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
 		}
 	}
-	def(&o.StartupTimeout, DefaultStartupTimeout)
-	def(&o.InterruptGrace, DefaultInterruptGrace)
-	def(&o.TermGrace, DefaultTermGrace)
-	def(&o.KillGrace, DefaultKillGrace)
-	def(&o.ByeTimeout, DefaultByeTimeout)
+	def(&o.StartupTimeout, defaultStartupTimeout)
+	def(&o.InterruptGrace, defaultInterruptGrace)
+	def(&o.TermGrace, defaultTermGrace)
+	def(&o.KillGrace, defaultKillGrace)
+	def(&o.ByeTimeout, defaultByeTimeout)
 	o.Limits.CPUHardUnlimited = true
 	return o
 }

@@ -3,6 +3,7 @@ package kernelworker
 import (
 	"fmt"
 	"github.com/executecode/executecode/internal/proc"
+	"github.com/executecode/executecode/kernelworker/internal/frame"
 	"syscall"
 	"time"
 
@@ -23,7 +24,7 @@ type phase struct {
 	// matter.
 	ignoresFrames bool
 	receive       func(w *worker, ctx actor.Context) bool
-	frame         func(w *worker, ctx actor.Context, f Frame)
+	frame         func(w *worker, ctx actor.Context, f frame.Frame)
 	exit          func(w *worker, ctx actor.Context, st proc.ExitStatus)
 }
 
@@ -67,9 +68,9 @@ func init() {
 		frame:   (*worker).haltByeFrame, exit: (*worker).exitedWhileEnding}
 	phaseTerminate = &phase{name: PhaseStopping, ignoresFrames: true,
 		receive: (*worker).terminateTimers,
-		frame:   func(*worker, actor.Context, Frame) {}, exit: (*worker).exitedWhileEnding}
+		frame:   func(*worker, actor.Context, frame.Frame) {}, exit: (*worker).exitedWhileEnding}
 	phaseGone = &phase{name: PhaseStopping, ignoresFrames: true,
-		frame: func(*worker, actor.Context, Frame) {}, exit: func(*worker, actor.Context, proc.ExitStatus) {}}
+		frame: func(*worker, actor.Context, frame.Frame) {}, exit: func(*worker, actor.Context, proc.ExitStatus) {}}
 }
 
 // Timers of the worker. Each kind has at most one armed timer; the token
@@ -135,8 +136,8 @@ func (w *worker) fired(m *timerFired) bool {
 
 // Frame rules (docs/protocol.md, Frames), one function per phase.
 
-func (w *worker) startingFrame(ctx actor.Context, f Frame) {
-	if f.Type != FrameReady {
+func (w *worker) startingFrame(ctx actor.Context, f frame.Frame) {
+	if f.Type != frame.Ready {
 		w.unexpectedFrame(ctx, f)
 		return
 	}
@@ -145,30 +146,30 @@ func (w *worker) startingFrame(ctx actor.Context, f Frame) {
 	w.dispatchNext()
 }
 
-func (w *worker) runningFrame(ctx actor.Context, f Frame) {
+func (w *worker) runningFrame(ctx actor.Context, f frame.Frame) {
 	c := w.active
 	switch {
-	case f.Type == FrameStarted && f.ID == c.id && c.started.IsZero():
+	case f.Type == frame.Started && f.ID == c.id && c.started.IsZero():
 		c.started = time.Now()
-	case f.Type == FrameStream && f.ID == c.id:
+	case f.Type == frame.Stream && f.ID == c.id:
 		c.stream(f.Data)
-	case f.Type == FrameException && f.ID == c.id:
+	case f.Type == frame.Exception && f.ID == c.id:
 		c.exception = c.cleanException(f)
-	case f.Type == FrameDone && f.ID == c.id:
+	case f.Type == frame.Done && f.ID == c.id:
 		w.complete(ctx, f)
 	default:
 		w.unexpectedFrame(ctx, f)
 	}
 }
 
-func (w *worker) cancellingFrame(ctx actor.Context, f Frame) {
+func (w *worker) cancellingFrame(ctx actor.Context, f frame.Frame) {
 	c := w.active
 	switch {
-	case f.Type == FrameStream && f.ID == c.id:
+	case f.Type == frame.Stream && f.ID == c.id:
 		// The capture was finished with the reply.
-	case f.Type == FrameException && f.ID == c.id:
+	case f.Type == frame.Exception && f.ID == c.id:
 		c.exception = c.cleanException(f)
-	case f.Type == FrameDone && f.ID == c.id:
+	case f.Type == frame.Done && f.ID == c.id:
 		w.disarm(timerGrace)
 		w.enter(phaseClosing)
 		w.requestShutdown()
@@ -178,8 +179,8 @@ func (w *worker) cancellingFrame(ctx actor.Context, f Frame) {
 	}
 }
 
-func (w *worker) closingFrame(ctx actor.Context, f Frame) {
-	if f.Type != FrameBye {
+func (w *worker) closingFrame(ctx actor.Context, f frame.Frame) {
+	if f.Type != frame.Bye {
 		w.unexpectedFrame(ctx, f)
 		return
 	}
@@ -188,37 +189,35 @@ func (w *worker) closingFrame(ctx actor.Context, f Frame) {
 
 // haltingFrame: during an external Stop only the end of the interrupted
 // cell and the end of the runner matter.
-func (w *worker) haltingFrame(ctx actor.Context, f Frame) {
+func (w *worker) haltingFrame(ctx actor.Context, f frame.Frame) {
 	switch f.Type {
-	case FrameDone:
+	case frame.Done:
 		w.haltShutdown(ctx)
-	case FrameBye, FrameFatal:
+	case frame.Bye, frame.Fatal:
 		w.hardTeardown(ctx, "")
 	}
 }
 
-func (w *worker) haltByeFrame(ctx actor.Context, f Frame) {
+func (w *worker) haltByeFrame(ctx actor.Context, f frame.Frame) {
 	switch f.Type {
-	case FrameBye, FrameFatal:
+	case frame.Bye, frame.Fatal:
 		w.hardTeardown(ctx, "")
 	}
 }
 
 // unexpectedFrame: a parser-valid frame that does not fit the phase, or
 // a fatal frame, is a protocol fault.
-func (w *worker) unexpectedFrame(ctx actor.Context, f Frame) {
-	if f.Type == FrameFatal {
-		w.fault(ctx, &ProtocolError{Check: "fatal", Detail: sampleString(f.Reason)})
+func (w *worker) unexpectedFrame(ctx actor.Context, f frame.Frame) {
+	if f.Type == frame.Fatal {
+		w.fault(ctx, &frame.ProtocolError{Check: frame.CheckFatal, Detail: frame.Sample(f.Reason)})
 		return
 	}
 	detail := f.Type
 	if f.ID != "" {
-		detail += " " + sampleString(f.ID)
+		detail += " " + frame.Sample(f.ID)
 	}
-	w.fault(ctx, &ProtocolError{Check: CheckUnexpectedFrame, Detail: fmt.Sprintf("%s in phase %s", detail, w.phase.name)})
+	w.fault(ctx, &frame.ProtocolError{Check: frame.CheckUnexpectedFrame, Detail: fmt.Sprintf("%s in phase %s", detail, w.phase.name)})
 }
-
-func sampleString(s string) string { return sample([]byte(s)) }
 
 // terminateTimers escalates SIGTERM to SIGKILL, and gives up on a kernel
 // that survives even that (a process stuck in the kernel): its pipes and

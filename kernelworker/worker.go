@@ -3,6 +3,7 @@ package kernelworker
 import (
 	"context"
 	"github.com/executecode/executecode/internal/proc"
+	"github.com/executecode/executecode/kernelworker/internal/frame"
 	"strconv"
 	"time"
 
@@ -29,7 +30,7 @@ type worker struct {
 	system *actor.ActorSystem
 	self   *actor.PID
 
-	parser    Parser
+	parser    frame.Parser
 	queue     []*cell
 	active    *cell
 	cellSeq   int
@@ -263,7 +264,7 @@ func (w *worker) applyCPUBudget(c *cell) {
 }
 
 // complete ends the active cell on its done frame.
-func (w *worker) complete(ctx actor.Context, f Frame) {
+func (w *worker) complete(ctx actor.Context, f frame.Frame) {
 	c := w.active
 	w.disarm(timerCell)
 	w.completed++
@@ -278,7 +279,7 @@ func (w *worker) complete(ctx actor.Context, f Frame) {
 	outcome := telemetry.OutcomeOK
 	if c.exception != nil {
 		res.Reason, res.Exception = ReasonException, c.exception
-		res.KilledBy = CellKilledBy(c.exception, w.opts.Limits)
+		res.KilledBy = cellKilledBy(c.exception, w.opts.Limits)
 		outcome = telemetry.OutcomeException
 	}
 	w.emit(telemetry.CellStop{Duration: res.Duration, Outcome: outcome, DroppedLateOutput: f.Dropped})

@@ -70,7 +70,7 @@ func plantRoot(t *testing.T, tmp, name, content string) string {
 	root := filepath.Join(tmp, name)
 	require.NoError(t, os.Mkdir(root, 0o700))
 	require.NoError(t, os.Chmod(root, 0o700))
-	writePrivate(t, filepath.Join(root, MarkerName), content)
+	writePrivate(t, filepath.Join(root, markerName), content)
 	return root
 }
 

@@ -11,10 +11,10 @@ import (
 )
 
 const (
-	// RootPrefix names every private staging root: <tmp>/lemon-private-XXXXXXXXXX.
-	RootPrefix = privfs.RootPrefix
-	// MarkerName is the owner marker inside a root: "<node name>\n<pid>\n".
-	MarkerName = privfs.MarkerName
+	// rootPrefix names every private staging root: <tmp>/lemon-private-XXXXXXXXXX.
+	rootPrefix = privfs.RootPrefix
+	// markerName is the owner marker inside a root: "<node name>\n<pid>\n".
+	markerName = privfs.MarkerName
 )
 
 // marker is the parsed content of an owner marker.
@@ -46,10 +46,10 @@ func pidAlive(pid int) bool {
 // staleOwner validates a sibling root completely (name, type, mode, owner
 // uid, marker) and reports whether its marker names a dead process.
 func staleOwner(tmpDir, root string) (dead bool, err error) {
-	if filepath.Dir(root) != tmpDir || !strings.HasPrefix(filepath.Base(root), RootPrefix+"-") {
+	if filepath.Dir(root) != tmpDir || !strings.HasPrefix(filepath.Base(root), rootPrefix+"-") {
 		return false, fmt.Errorf("%w: not a staging root name", ErrUnsafe)
 	}
-	if err := ValidateDir(root); err != nil {
+	if err := validateDir(root); err != nil {
 		return false, err
 	}
 	b, err := readMarker(root)
@@ -58,7 +58,7 @@ func staleOwner(tmpDir, root string) (dead bool, err error) {
 	}
 	m, ok := parseMarker(b)
 	if !ok {
-		return false, fmt.Errorf("%w: malformed %s", ErrUnsafe, MarkerName)
+		return false, fmt.Errorf("%w: malformed %s", ErrUnsafe, markerName)
 	}
 	return !pidAlive(m.pid), nil
 }
@@ -74,7 +74,7 @@ func removeEmptyRoot(root string) bool {
 	if !onlyMarker(root) {
 		return false
 	}
-	if err := syscall.Unlink(filepath.Join(root, MarkerName)); err != nil {
+	if err := syscall.Unlink(filepath.Join(root, markerName)); err != nil {
 		return false
 	}
 	return syscall.Rmdir(root) == nil

@@ -11,17 +11,17 @@ import (
 )
 
 const (
-	// SpillTTL is how old a finished spill must be before it may be reaped,
+	// spillTTL is how old a finished spill must be before it may be reaped,
 	// and also the length of one reaper window.
-	SpillTTL = 24 * time.Hour
-	// ReapBatch is the number of directory entries one reaper window may
+	spillTTL = 24 * time.Hour
+	// reapBatch is the number of directory entries one reaper window may
 	// examine across the current root and one stale root.
-	ReapBatch = 1000
+	reapBatch = 1000
 )
 
 // ReapReport counts what one reaper window did. It carries no paths.
 type ReapReport struct {
-	Due          bool // false: the previous window is less than SpillTTL old; nothing was examined
+	Due          bool // false: the previous window is less than 24 hours (spillTTL) old; nothing was examined
 	Examined     int  // directory entries consumed from the window's budget (any name)
 	Removed      int  // expired spills removed
 	Skipped      int  // spill-named entries kept: live, recent, not a regular file, or gone
@@ -30,25 +30,25 @@ type ReapReport struct {
 }
 
 // ReapSpills runs one reaper window if one is due (the first call always is,
-// later ones once SpillTTL has passed since the previous window started).
-// A window examines at most ReapBatch direct entries: first the current
+// later ones once spillTTL has passed since the previous window started).
+// A window examines at most reapBatch direct entries: first the current
 // root's next batch, then, if budget remains, the next queued stale root
 // (re-validated as stale first) with what is left. An entry is removed only
 // when it is named pi-python-repl-*, lstat shows a regular file, its mtime
-// is more than SpillTTL before now, and it is not live. Nothing is followed
+// is more than spillTTL before now, and it is not live. Nothing is followed
 // and nothing below the top level is looked at. Names beyond the budget are
 // remembered and examined in later windows.
 func (r *Root) ReapSpills(now time.Time) ReapReport {
 	r.reapMu.Lock()
 	defer r.reapMu.Unlock()
-	if r.reaped && now.Sub(r.lastReap) < SpillTTL {
+	if r.reaped && now.Sub(r.lastReap) < spillTTL {
 		return ReapReport{}
 	}
 	r.reaped, r.lastReap = true, now
 	rep := ReapReport{Due: true}
-	cutoff := now.Add(-SpillTTL)
+	cutoff := now.Add(-spillTTL)
 
-	budget := ReapBatch
+	budget := reapBatch
 	if r.Validate() == nil {
 		budget -= r.reapRoot(r.path, budget, cutoff, &rep)
 	} else {

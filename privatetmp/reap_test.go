@@ -68,7 +68,7 @@ func TestReapNeverTakesALiveSpill(t *testing.T) {
 	assert.Equal(t, 1, rep.Skipped)
 
 	r.Release(spill)
-	rep = r.ReapSpills(now.Add(SpillTTL))
+	rep = r.ReapSpills(now.Add(spillTTL))
 	assert.NoFileExists(t, spill)
 	assert.Equal(t, 1, rep.Removed)
 }
@@ -79,11 +79,11 @@ func TestReapRunsOncePerWindow(t *testing.T) {
 
 	assert.True(t, r.ReapSpills(now).Due, "the first window starts at once")
 	spill := plantSpill(t, r.Path(), "pi-python-repl-late00001", old)
-	rep := r.ReapSpills(now.Add(SpillTTL - time.Second))
+	rep := r.ReapSpills(now.Add(spillTTL - time.Second))
 	assert.Equal(t, ReapReport{}, rep)
 	assert.FileExists(t, spill)
 
-	rep = r.ReapSpills(now.Add(SpillTTL))
+	rep = r.ReapSpills(now.Add(spillTTL))
 	assert.True(t, rep.Due)
 	assert.NoFileExists(t, spill)
 }
@@ -97,18 +97,18 @@ func TestReapCarriesTheBudgetOverToTheNextWindow(t *testing.T) {
 
 	first := r.ReapSpills(now)
 
-	assert.Equal(t, ReapBatch, first.Examined)
-	assert.LessOrEqual(t, first.Removed, ReapBatch)
+	assert.Equal(t, reapBatch, first.Examined)
+	assert.LessOrEqual(t, first.Removed, reapBatch)
 	assert.Equal(t, 999, first.Removed, "the marker took one unit of the budget")
 	assert.Equal(t, 501, first.Continued)
 	assert.Len(t, names(t, r.Path()), 1+501)
 
-	second := r.ReapSpills(now.Add(SpillTTL))
+	second := r.ReapSpills(now.Add(spillTTL))
 
 	assert.Equal(t, 501, second.Examined)
 	assert.Equal(t, 501, second.Removed)
 	assert.Equal(t, 0, second.Continued)
-	assert.Equal(t, []string{MarkerName}, names(t, r.Path()))
+	assert.Equal(t, []string{markerName}, names(t, r.Path()))
 }
 
 func TestReapSweepsTheCurrentRootBeforeAnyStaleRoot(t *testing.T) {
@@ -127,18 +127,18 @@ func TestReapSweepsTheCurrentRootBeforeAnyStaleRoot(t *testing.T) {
 
 	first := r.ReapSpills(now)
 
-	assert.Equal(t, ReapBatch, first.Examined)
+	assert.Equal(t, reapBatch, first.Examined)
 	for _, p := range staleSpills {
 		assert.FileExists(t, p, "the current root used the whole budget")
 	}
 
-	second := r.ReapSpills(now.Add(SpillTTL))
+	second := r.ReapSpills(now.Add(spillTTL))
 
 	assert.Equal(t, 100+3, second.Examined, "the rest of the current root, then the stale root")
 	assert.Equal(t, 100+2, second.Removed)
 	assert.Equal(t, 1, second.RootsRemoved, "a stale root left with only its marker is removed")
 	assert.NoDirExists(t, stale)
-	assert.Equal(t, []string{MarkerName}, names(t, r.Path()))
+	assert.Equal(t, []string{markerName}, names(t, r.Path()))
 }
 
 func TestReapLeavesAStaleRootWithOtherContentAndNeverDescends(t *testing.T) {
@@ -159,7 +159,7 @@ func TestReapLeavesAStaleRootWithOtherContentAndNeverDescends(t *testing.T) {
 	assert.FileExists(t, nested)
 	assert.Equal(t, before, snapshot(t, stale))
 	assert.Equal(t, 0, rep.RootsRemoved)
-	assert.FileExists(t, filepath.Join(stale, MarkerName))
+	assert.FileExists(t, filepath.Join(stale, markerName))
 }
 
 func TestReapDropsAStaleRootWhoseOwnerIsNoLongerProvablyDead(t *testing.T) {
@@ -170,7 +170,7 @@ func TestReapDropsAStaleRootWhoseOwnerIsNoLongerProvablyDead(t *testing.T) {
 	SweepStaleRoots(tmp, r, nil)
 	// Re-validation at reap time sees a live owner (pid reuse, or a node
 	// that claimed the root): the root is not ours to sweep.
-	writePrivate(t, filepath.Join(stale, MarkerName), markerFor(os.Getpid()))
+	writePrivate(t, filepath.Join(stale, markerName), markerFor(os.Getpid()))
 
 	rep := r.ReapSpills(time.Now())
 

@@ -67,7 +67,7 @@ func ReserveDir(parent, prefix string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("reserve directory %s-*: %w", prefix, err)
 		}
-		if err := ValidateDir(path); err != nil {
+		if err := validateDir(path); err != nil {
 			_ = os.Remove(path)
 			return "", err
 		}
@@ -136,13 +136,13 @@ func rootName(name string) string {
 	return strings.TrimSuffix(name, ext)
 }
 
-// ValidateDir checks that path is a real directory (not a link), mode
+// validateDir checks that path is a real directory (not a link), mode
 // exactly 0700, owned by this process's effective uid.
-func ValidateDir(path string) error { return validate(path, true) }
+func validateDir(path string) error { return validate(path, true) }
 
-// ValidateFile checks that path is a regular file (not a link), mode
+// validateFile checks that path is a regular file (not a link), mode
 // exactly 0600, owned by this process's effective uid.
-func ValidateFile(path string) error { return validate(path, false) }
+func validateFile(path string) error { return validate(path, false) }
 
 func validate(path string, wantDir bool) error {
 	fi, err := os.Lstat(path)

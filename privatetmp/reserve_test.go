@@ -162,7 +162,7 @@ func TestWriteFileReservesAHiddenNameDerivedFromTheFinalName(t *testing.T) {
 	cases := map[string]string{
 		"script.py":    ".script--AAAAAAAAAA",
 		"res-42.json":  ".res-42--AAAAAAAAAA",
-		MarkerName:     "..lemon-owner--AAAAAAAAAA",
+		markerName:     "..lemon-owner--AAAAAAAAAA",
 		"no-extension": ".no-extension--AAAAAAAAAA",
 	}
 	for final, hidden := range cases {
@@ -264,24 +264,24 @@ func TestValidationFailsClosed(t *testing.T) {
 			p := c.make(t, t.TempDir())
 			var err error
 			if c.wantDir {
-				err = ValidateDir(p)
+				err = validateDir(p)
 			} else {
-				err = ValidateFile(p)
+				err = validateFile(p)
 			}
 			assert.ErrorIs(t, err, ErrUnsafe)
 			assert.NotContains(t, err.Error(), filepath.Dir(p), "errors name the object, not its path")
 		})
 	}
 	t.Run("missing object", func(t *testing.T) {
-		err := ValidateDir(filepath.Join(t.TempDir(), "gone"))
+		err := validateDir(filepath.Join(t.TempDir(), "gone"))
 		assert.ErrorIs(t, err, fs.ErrNotExist)
 	})
 	t.Run("a private object of ours passes", func(t *testing.T) {
 		d := t.TempDir()
 		require.NoError(t, os.Chmod(d, 0o700))
-		assert.NoError(t, ValidateDir(d))
+		assert.NoError(t, validateDir(d))
 		writePrivate(t, filepath.Join(d, "f"), "x")
-		assert.NoError(t, ValidateFile(filepath.Join(d, "f")))
+		assert.NoError(t, validateFile(filepath.Join(d, "f")))
 	})
 }
 

@@ -81,7 +81,7 @@ func OpenRoot(opts RootOptions) (*Root, error) {
 		return nil, fmt.Errorf("open private root: node name %q cannot go into an owner marker", node)
 	}
 
-	path, err := ReserveDir(tmpDir, RootPrefix)
+	path, err := ReserveDir(tmpDir, rootPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("open private root: %w", err)
 	}
@@ -93,7 +93,7 @@ func OpenRoot(opts RootOptions) (*Root, error) {
 		live:    make(map[string]struct{}),
 		pending: make(map[string][]string),
 	}
-	if err := WriteFile(path, MarkerName, r.marker); err != nil {
+	if err := WriteFile(path, markerName, r.marker); err != nil {
 		_, _ = RemoveBounded(path, RemoveLimit)
 		return nil, fmt.Errorf("open private root: %w", err)
 	}
@@ -114,10 +114,10 @@ func (r *Root) Path() string { return r.path }
 // with our content. Any failure (including a vanished root) is ErrUnsafe:
 // the caller must not stage anything in it.
 func (r *Root) Validate() error {
-	if filepath.Dir(r.path) != r.tmpDir || !strings.HasPrefix(filepath.Base(r.path), RootPrefix+"-") {
+	if filepath.Dir(r.path) != r.tmpDir || !strings.HasPrefix(filepath.Base(r.path), rootPrefix+"-") {
 		return fmt.Errorf("%w: private root is not a staging root name", ErrUnsafe)
 	}
-	if err := ValidateDir(r.path); err != nil {
+	if err := validateDir(r.path); err != nil {
 		return unsafe("private root", err)
 	}
 	b, err := readMarker(r.path)
@@ -208,7 +208,7 @@ func (r *Root) Close() error {
 		r.log.Debug().Msg("private staging root kept: it still holds entries")
 		return nil
 	}
-	if err := syscall.Unlink(filepath.Join(r.path, MarkerName)); err != nil {
+	if err := syscall.Unlink(filepath.Join(r.path, markerName)); err != nil {
 		return fmt.Errorf("close private root: remove owner marker: %w", err)
 	}
 	if err := syscall.Rmdir(r.path); err != nil {

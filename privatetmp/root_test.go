@@ -34,12 +34,12 @@ func TestOpenRootCreatesAPrivateRootWithOwnerMarker(t *testing.T) {
 			assert.Equal(t, tmp, filepath.Dir(r.Path()))
 			assert.Regexp(t, `^lemon-private-[A-Za-z0-9]{10}$`, filepath.Base(r.Path()))
 			assert.Equal(t, fs.FileMode(0o700), perm(t, r.Path()))
-			marker := filepath.Join(r.Path(), MarkerName)
+			marker := filepath.Join(r.Path(), markerName)
 			assert.Equal(t, fs.FileMode(0o600), perm(t, marker))
 			content, err := os.ReadFile(marker)
 			require.NoError(t, err)
 			assert.Equal(t, "node-a\n"+strconv.Itoa(os.Getpid())+"\n", string(content))
-			assert.Equal(t, []string{MarkerName}, names(t, r.Path()), "no reservation left behind")
+			assert.Equal(t, []string{markerName}, names(t, r.Path()), "no reservation left behind")
 			assert.NoError(t, r.Validate())
 		})
 	}
@@ -51,7 +51,7 @@ func TestOpenRootNamesTheHostWhenNoNodeNameIsGiven(t *testing.T) {
 	r, err := OpenRoot(RootOptions{TmpDir: t.TempDir()})
 	require.NoError(t, err)
 
-	content, err := os.ReadFile(filepath.Join(r.Path(), MarkerName))
+	content, err := os.ReadFile(filepath.Join(r.Path(), markerName))
 	require.NoError(t, err)
 	assert.Equal(t, host+"\n"+strconv.Itoa(os.Getpid())+"\n", string(content))
 }
@@ -111,24 +111,24 @@ func TestRootValidateFailsClosed(t *testing.T) {
 			require.NoError(t, os.Symlink(copyDir, root))
 		}},
 		{"marker mode 0644", false, func(t *testing.T, root string) {
-			require.NoError(t, os.Chmod(filepath.Join(root, MarkerName), 0o644))
+			require.NoError(t, os.Chmod(filepath.Join(root, markerName), 0o644))
 		}},
 		{"marker removed", false, func(t *testing.T, root string) {
-			require.NoError(t, os.Remove(filepath.Join(root, MarkerName)))
+			require.NoError(t, os.Remove(filepath.Join(root, markerName)))
 		}},
 		{"marker replaced by a symlink to an identical file", false, func(t *testing.T, root string) {
-			m := filepath.Join(root, MarkerName)
+			m := filepath.Join(root, markerName)
 			require.NoError(t, os.Rename(m, m+".real"))
 			require.NoError(t, os.Symlink(m+".real", m))
 		}},
 		{"marker rewritten by another owner process", false, func(t *testing.T, root string) {
-			writePrivate(t, filepath.Join(root, MarkerName), markerFor(1))
+			writePrivate(t, filepath.Join(root, markerName), markerFor(1))
 		}},
 		{"root owned by another uid", true, func(t *testing.T, root string) {
 			require.NoError(t, os.Lchown(root, nobody, nobody))
 		}},
 		{"marker owned by another uid", true, func(t *testing.T, root string) {
-			require.NoError(t, os.Lchown(filepath.Join(root, MarkerName), nobody, nobody))
+			require.NoError(t, os.Lchown(filepath.Join(root, markerName), nobody, nobody))
 		}},
 	}
 	for _, c := range cases {
@@ -158,7 +158,7 @@ func TestNewSpillIsAPrivateFileDirectlyInTheRoot(t *testing.T) {
 	assert.Equal(t, r.Path(), filepath.Dir(f.Name()))
 	assert.Regexp(t, `^pi-python-repl-[A-Za-z0-9]{10}$`, filepath.Base(f.Name()))
 	assert.Equal(t, fs.FileMode(0o600), perm(t, f.Name()))
-	assert.NoError(t, ValidateFile(f.Name()))
+	assert.NoError(t, validateFile(f.Name()))
 }
 
 func TestNewSpillStaysLiveUntilReleased(t *testing.T) {
@@ -174,7 +174,7 @@ func TestNewSpillStaysLiveUntilReleased(t *testing.T) {
 	assert.FileExists(t, f.Name(), "an active capture's spill is never reaped")
 
 	r.Release(f.Name())
-	rep = r.ReapSpills(now.Add(SpillTTL))
+	rep = r.ReapSpills(now.Add(spillTTL))
 	assert.Equal(t, 1, rep.Removed)
 	assert.NoFileExists(t, f.Name())
 }
@@ -201,7 +201,7 @@ func TestCloseKeepsARootThatStillHoldsSpills(t *testing.T) {
 	require.NoError(t, r.Close())
 
 	assert.FileExists(t, f.Name(), "a spill path handed out stays readable")
-	assert.ElementsMatch(t, []string{MarkerName, filepath.Base(f.Name())}, names(t, r.Path()))
+	assert.ElementsMatch(t, []string{markerName, filepath.Base(f.Name())}, names(t, r.Path()))
 	assert.NoError(t, r.Validate(), "the marker stays so a later boot can find the root")
 }
 
@@ -211,7 +211,7 @@ func TestCloseLeavesARootThatIsNoLongerOurs(t *testing.T) {
 
 	assert.ErrorIs(t, r.Close(), ErrUnsafe)
 	assert.DirExists(t, r.Path())
-	assert.FileExists(t, filepath.Join(r.Path(), MarkerName))
+	assert.FileExists(t, filepath.Join(r.Path(), markerName))
 }
 
 func TestRootIsSafeForConcurrentUse(t *testing.T) {
@@ -237,7 +237,7 @@ func TestRootIsSafeForConcurrentUse(t *testing.T) {
 		})
 	}
 	for i := range 4 {
-		wg.Go(func() { r.ReapSpills(now.Add(time.Duration(i) * SpillTTL)) })
+		wg.Go(func() { r.ReapSpills(now.Add(time.Duration(i) * spillTTL)) })
 	}
 	wg.Wait()
 	close(spills)

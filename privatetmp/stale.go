@@ -50,7 +50,7 @@ func sweepStale(tmpDir string, current *Root, logger *zerolog.Logger) (rep Sweep
 		return rep, abs, nil
 	}
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), RootPrefix+"-") {
+		if !strings.HasPrefix(e.Name(), rootPrefix+"-") {
 			continue
 		}
 		root := filepath.Join(abs, e.Name())
@@ -89,7 +89,7 @@ func sweepStale(tmpDir string, current *Root, logger *zerolog.Logger) (rep Sweep
 // ReapStaleRoots is the boot-time sweep of a temp dir in which this
 // process has no root (yet): a lazily opened spill root's. It is
 // SweepStaleRoots, and then one reaper window over the stale roots it
-// kept: their expired top-level spills are removed (at most ReapBatch
+// kept: their expired top-level spills are removed (at most reapBatch
 // entries examined in all, sorted by name; the rest waits for a later
 // start), and a root that ends up holding only its marker is removed too.
 // Without it, such a root would wait for a start that overflows its
@@ -97,8 +97,8 @@ func sweepStale(tmpDir string, current *Root, logger *zerolog.Logger) (rep Sweep
 func ReapStaleRoots(tmpDir string, now time.Time, logger *zerolog.Logger) (SweepReport, ReapReport) {
 	sweep, abs, retained := sweepStale(tmpDir, nil, logger)
 	rep := ReapReport{Due: true}
-	cutoff := now.Add(-SpillTTL)
-	budget := ReapBatch
+	cutoff := now.Add(-spillTTL)
+	budget := reapBatch
 	for _, root := range retained {
 		if budget <= 0 {
 			break

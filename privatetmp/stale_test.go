@@ -85,23 +85,23 @@ func TestSweepSkipsRootsThatAreNotProvablyStale(t *testing.T) {
 			require.NoError(t, os.Mkdir(root, 0o700))
 			real := filepath.Join(t.TempDir(), "marker")
 			writePrivate(t, real, markerFor(dead))
-			require.NoError(t, os.Symlink(real, filepath.Join(root, MarkerName)))
+			require.NoError(t, os.Symlink(real, filepath.Join(root, markerName)))
 			return root
 		}},
 		{"marker is a FIFO", false, func(t *testing.T, tmp string, _ int) string {
 			root := filepath.Join(tmp, "lemon-private-fifomarker")
 			require.NoError(t, os.Mkdir(root, 0o700))
-			require.NoError(t, syscall.Mkfifo(filepath.Join(root, MarkerName), 0o600))
+			require.NoError(t, syscall.Mkfifo(filepath.Join(root, markerName), 0o600))
 			return root
 		}},
 		{"marker is a directory", false, func(t *testing.T, tmp string, _ int) string {
 			root := filepath.Join(tmp, "lemon-private-dirmarker1")
-			require.NoError(t, os.MkdirAll(filepath.Join(root, MarkerName), 0o700))
+			require.NoError(t, os.MkdirAll(filepath.Join(root, markerName), 0o700))
 			return root
 		}},
 		{"marker mode 0644", false, func(t *testing.T, tmp string, dead int) string {
 			root := plantRoot(t, tmp, "lemon-private-markermode", markerFor(dead))
-			require.NoError(t, os.Chmod(filepath.Join(root, MarkerName), 0o644))
+			require.NoError(t, os.Chmod(filepath.Join(root, markerName), 0o644))
 			return root
 		}},
 		{"root mode 0755", false, func(t *testing.T, tmp string, dead int) string {
@@ -127,7 +127,7 @@ func TestSweepSkipsRootsThatAreNotProvablyStale(t *testing.T) {
 		}},
 		{"marker owned by another uid", true, func(t *testing.T, tmp string, dead int) string {
 			root := plantRoot(t, tmp, "lemon-private-markowner", markerFor(dead))
-			require.NoError(t, os.Lchown(filepath.Join(root, MarkerName), nobody, nobody))
+			require.NoError(t, os.Lchown(filepath.Join(root, markerName), nobody, nobody))
 			return root
 		}},
 	}
@@ -158,7 +158,7 @@ func TestSweepIgnoresOtherNamesAndTheCurrentRoot(t *testing.T) {
 	plantRoot(t, tmp, "other-dir", markerFor(dead))
 	current := openTestRoot(t, tmp)
 	// Even if the current root's marker named a dead pid, it is not a sibling.
-	writePrivate(t, filepath.Join(current.Path(), MarkerName), markerFor(dead))
+	writePrivate(t, filepath.Join(current.Path(), markerName), markerFor(dead))
 	before := snapshot(t, tmp)
 
 	rep := SweepStaleRoots(tmp, current, nil)
@@ -174,10 +174,10 @@ func TestSweepIgnoresOtherNamesAndTheCurrentRoot(t *testing.T) {
 func TestReapStaleRootsWithoutACurrentRoot(t *testing.T) {
 	tmp := t.TempDir()
 	dead := deadPID(t)
-	markerOnly := plantRoot(t, tmp, RootPrefix+"-markeronly", markerFor(dead))
-	expired := plantRoot(t, tmp, RootPrefix+"-expiredone", markerFor(dead))
+	markerOnly := plantRoot(t, tmp, rootPrefix+"-markeronly", markerFor(dead))
+	expired := plantRoot(t, tmp, rootPrefix+"-expiredone", markerFor(dead))
 	plantSpill(t, expired, SpillPrefix+"-oldoldoldo", 25*time.Hour)
-	fresh := plantRoot(t, tmp, RootPrefix+"-freshspill", markerFor(dead))
+	fresh := plantRoot(t, tmp, rootPrefix+"-freshspill", markerFor(dead))
 	kept := plantSpill(t, fresh, SpillPrefix+"-newnewnewn", time.Hour)
 
 	sweep, reap := ReapStaleRoots(tmp, time.Now(), nil)
@@ -187,5 +187,5 @@ func TestReapStaleRootsWithoutACurrentRoot(t *testing.T) {
 	assert.NoDirExists(t, markerOnly)
 	assert.NoDirExists(t, expired)
 	assert.FileExists(t, kept)
-	assert.FileExists(t, filepath.Join(fresh, MarkerName))
+	assert.FileExists(t, filepath.Join(fresh, markerName))
 }

@@ -101,8 +101,8 @@ func TestPolicyDenialIsAnsweredWithItsReasonNeverPromptsAndCountsDenied(t *testi
 		Deny:            []string{"webfetch"},
 		RequireApproval: []string{"webfetch", "grep"},
 	}
-	ledger := Ledger{}
-	h.cfg.OnClaim = ledger.Record
+	ledger := claimLedger{}
+	h.cfg.onClaim = ledger.Record
 	h.request(1, "webfetch", nil)
 	h.request(2, "grep", nil)
 	h.request(3, "read", map[string]any{"text": "ungated"})
@@ -115,8 +115,8 @@ func TestPolicyDenialIsAnsweredWithItsReasonNeverPromptsAndCountsDenied(t *testi
 	assert.Equal(t, 2, h.stats.Denied)
 	assert.Zero(t, h.stats.Errors)
 	assert.Zero(t, webfetch.runs.Load()+grep.runs.Load())
-	assert.Equal(t, LedgerEntry{Kind: ClaimDenied, Tool: "webfetch"}, ledger[1])
-	assert.Equal(t, LedgerEntry{Kind: ClaimDenied, Tool: "grep"}, ledger[2])
+	assert.Equal(t, ledgerEntry{Kind: claimDenied, Tool: "webfetch"}, ledger[1])
+	assert.Equal(t, ledgerEntry{Kind: claimDenied, Tool: "grep"}, ledger[2])
 	assert.Zero(t, broker.Pending())
 }
 
@@ -172,7 +172,7 @@ func TestApprovalOutcomesAreAnsweredAndCountedAsDenied(t *testing.T) {
 				assert.Empty(t, h.stats.ToolsUsed)
 			}
 			assert.EqualValues(t, 1, tc.prompter.count.Load())
-			assert.False(t, h.exists(MarkerName(1)), "an approval-blocked call is answered in full")
+			assert.False(t, h.exists(markerName(1)), "an approval-blocked call is answered in full")
 			assert.Zero(t, broker.Pending())
 		})
 	}
@@ -293,7 +293,7 @@ func TestKillingTheSweepWhileItsDispatchWaitsOnAPromptCancelsThePrompt(t *testin
 	require.ErrorIs(t, <-done, context.Canceled)
 	waitFor(t, "the prompt to go", func() bool { return broker.Pending() == 0 })
 	assert.ErrorIs(t, broker.Resolve(first.ID, approval.ApproveGlobal), approval.ErrNotPending)
-	assert.True(t, h.exists(MarkerName(1)), "the killed sweep's claim is left for recovery")
+	assert.True(t, h.exists(markerName(1)), "the killed sweep's claim is left for recovery")
 
 	h.request(2, "read", sameArgs())
 	done = h.sweepAsync(context.Background())
@@ -301,7 +301,7 @@ func TestKillingTheSweepWhileItsDispatchWaitsOnAPromptCancelsThePrompt(t *testin
 	assert.NotEqual(t, first.ID, second.ID)
 	require.NoError(t, broker.Resolve(second.ID, approval.Deny))
 	require.NoError(t, <-done)
-	assert.Equal(t, MsgInterrupted, h.mustResponse(1).Error)
+	assert.Equal(t, msgInterrupted, h.mustResponse(1).Error)
 	assert.Equal(t, "approval denied for 'read'", h.mustResponse(2).Error)
 	assert.Zero(t, read.runs.Load())
 	assert.EqualValues(t, 2, p.count.Load(), "no approve_global was installed: the same call prompted again")
@@ -349,7 +349,7 @@ func TestDetachingTheOwnerWhileAPromptIsPendingCancelsItAndInstallsNothing(t *te
 	waitFor(t, "the prompt to go", func() bool { return broker.Pending() == 0 })
 	assert.ErrorIs(t, broker.Resolve(req.ID, approval.ApproveGlobal), approval.ErrNotPending)
 	st := finalStats(t, srv)
-	assert.Equal(t, response{ID: 1, Error: MsgInterrupted}, h.mustResponse(1))
+	assert.Equal(t, response{ID: 1, Error: msgInterrupted}, h.mustResponse(1))
 	assert.Equal(t, 1, st.Calls)
 	assert.Equal(t, 1, st.Errors)
 	assert.True(t, st.AccountingLoss)

@@ -28,7 +28,7 @@ func TestSweepRefusesBadTokens(t *testing.T) {
 			h.requestWithToken(1, token, "read", nil)
 			h.sweep()
 
-			assert.Equal(t, response{ID: 1, Error: MsgAuthFailed}, h.mustResponse(1))
+			assert.Equal(t, response{ID: 1, Error: msgAuthFailed}, h.mustResponse(1))
 			assert.False(t, h.exists(h.reqName(1)), "request deleted")
 			assert.Equal(t, 1, h.stats.Denied)
 			assert.Zero(t, h.stats.Calls)
@@ -44,7 +44,7 @@ func TestSweepRefusesMissingToken(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	h.publish(unauthenticatedRequest(1), []byte(`{"id": 1, "tool": "read", "params": {}}`))
 	h.sweep()
-	assert.Equal(t, MsgAuthFailed, h.mustResponse(1).Error)
+	assert.Equal(t, msgAuthFailed, h.mustResponse(1).Error)
 	assert.Equal(t, 1, h.stats.Denied)
 }
 
@@ -56,8 +56,8 @@ func TestSweepAuthenticatesBeforeBudgets(t *testing.T) {
 	h.requestWithToken(2, "stale-token-from-another-cell", "bash", nil)
 	h.sweep()
 
-	assert.Equal(t, MsgAuthFailed, h.mustResponse(1).Error)
-	assert.Equal(t, MsgAuthFailed, h.mustResponse(2).Error, "never 'not available' before authentication")
+	assert.Equal(t, msgAuthFailed, h.mustResponse(1).Error)
+	assert.Equal(t, msgAuthFailed, h.mustResponse(2).Error, "never 'not available' before authentication")
 	assert.Equal(t, 2, h.stats.Denied)
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Zero(t, h.stats.Errors)
@@ -70,8 +70,8 @@ func TestSweepWithEmptyTokenFailsClosed(t *testing.T) {
 	h.requestWithToken(1, "", "read", nil)
 	h.requestWithToken(2, h.token, "read", nil)
 	h.sweep()
-	assert.Equal(t, MsgAuthFailed, h.mustResponse(1).Error)
-	assert.Equal(t, MsgAuthFailed, h.mustResponse(2).Error)
+	assert.Equal(t, msgAuthFailed, h.mustResponse(1).Error)
+	assert.Equal(t, msgAuthFailed, h.mustResponse(2).Error)
 	assert.Zero(t, read.runs.Load())
 }
 
@@ -91,7 +91,7 @@ func TestSweepAnswersNonObjectBodiesAsAuthenticationFailures(t *testing.T) {
 			h := newHarness(t, echoTool("read"))
 			h.publish(unauthenticatedRequest(7), []byte(body))
 			h.sweep()
-			assert.Equal(t, response{ID: 7, Error: MsgAuthFailed}, h.mustResponse(7))
+			assert.Equal(t, response{ID: 7, Error: msgAuthFailed}, h.mustResponse(7))
 			assert.Equal(t, 1, h.stats.Denied)
 			assert.Zero(t, h.stats.Calls)
 		})
@@ -114,7 +114,7 @@ func TestSweepAnswersMalformedCallsAsInvalidAndChargesThem(t *testing.T) {
 			h := newHarness(t, read)
 			h.requestBody(3, []byte(`{"id": 3, `+fields+`}`))
 			h.sweep()
-			assert.Equal(t, response{ID: 3, Error: MsgInvalid}, h.mustResponse(3))
+			assert.Equal(t, response{ID: 3, Error: msgInvalid}, h.mustResponse(3))
 			assert.Equal(t, 1, h.stats.Calls, "an invalid call consumes one call")
 			assert.Equal(t, 1, h.stats.Errors)
 			assert.Zero(t, read.runs.Load())
@@ -145,7 +145,7 @@ func TestSweepTakesTheIDFromTheFileNameNotTheBody(t *testing.T) {
 	h.requestBody(5, body)
 	h.sweep()
 	assert.Equal(t, response{ID: 5, OK: true, Content: "mine"}, h.mustResponse(5))
-	assert.False(t, h.exists(ResponseName(99)))
+	assert.False(t, h.exists(responseName(99)))
 }
 
 func TestNewTokenIs43URLSafeCharactersAndFresh(t *testing.T) {
@@ -172,7 +172,7 @@ func TestAnUnauthenticatedRequestNeverReplacesAnAnswerNorBurnsItsID(t *testing.T
 	h.requestWithToken(2, "guessed", "read", nil)
 	h.sweep()
 	assert.Equal(t, "first", h.mustResponse(1).Content, "the real answer survives")
-	assert.Equal(t, MsgAuthFailed, h.mustResponse(2).Error)
+	assert.Equal(t, msgAuthFailed, h.mustResponse(2).Error)
 	assert.Equal(t, 2, h.stats.Denied)
 	assert.NotContains(t, h.stats.Seen, int64(2))
 

@@ -46,16 +46,16 @@ func writeBenchRequest(b *testing.B, dir, token string, id int64) {
 // request, sweep, read the response.
 func BenchmarkSweepOneRequest(b *testing.B) {
 	cfg, dir := benchConfig(b)
-	stats := NewStats()
+	stats := newStats()
 	ctx := context.Background()
 	var id int64
 	for b.Loop() {
 		id++
 		writeBenchRequest(b, dir, cfg.Token, id)
-		if err := Sweep(ctx, cfg, &stats); err != nil {
+		if err := sweepOnce(ctx, cfg, &stats); err != nil {
 			b.Fatal(err)
 		}
-		res := filepath.Join(dir, ResponseName(id))
+		res := filepath.Join(dir, responseName(id))
 		if _, err := os.ReadFile(res); err != nil {
 			b.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func shimRoundTrips(b *testing.B, dir, token string, bells *bell.Pair) {
 		if _, err := ring.Write(one); err != nil {
 			b.Fatal(err)
 		}
-		res := filepath.Join(dir, ResponseName(id))
+		res := filepath.Join(dir, responseName(id))
 		for {
 			if _, err := os.Stat(res); err == nil {
 				break

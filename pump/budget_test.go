@@ -91,11 +91,11 @@ func TestSweepRefusesAReplayedID(t *testing.T) {
 	h.request(1, "read", nil)
 	h.sweep()
 	require.True(t, h.mustResponse(1).OK)
-	require.NoError(t, os.Remove(h.path(ResponseName(1))))
+	require.NoError(t, os.Remove(h.path(responseName(1))))
 
 	h.request(1, "read", nil)
 	h.sweep()
-	assert.Equal(t, response{ID: 1, Error: MsgReplayed}, h.mustResponse(1))
+	assert.Equal(t, response{ID: 1, Error: msgReplayed}, h.mustResponse(1))
 	assert.EqualValues(t, 1, read.runs.Load())
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)

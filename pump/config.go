@@ -72,10 +72,11 @@ type Config struct {
 	// capped, so a cap cannot cut a host path in two and leave half of it
 	// unreplaced.
 	ScrubNotify func(msg string) string
-	// OnClaim is the claim-ledger hook: it is fed before
-	// each spend and each disposition it records. A panic in it is
-	// swallowed.
-	OnClaim func(id int64, kind ClaimKind, tool string)
+	// onClaim is the claim-ledger hook: it is fed before each spend and
+	// each disposition it records. A panic in it is swallowed. The server
+	// records its own ledger through it; only the package's tests set it
+	// beforehand, to observe, so it is no part of what a caller configures.
+	onClaim func(id int64, kind claimKind, tool string)
 	// OnAuthFailure is told of each request refused because it failed
 	// authentication (the session's bridge.deny event). A
 	// panic in it is swallowed.
@@ -124,21 +125,21 @@ func (cfg Config) settled() Config {
 	return cfg
 }
 
-// ErrInvalidConfig is what StartServer refuses a config with; the
-// *ConfigError that wraps it names the key.
-var ErrInvalidConfig = errors.New("invalid pump config")
+// errInvalidConfig is what StartServer refuses a config with; the
+// *configError that wraps it names the key.
+var errInvalidConfig = errors.New("invalid pump config")
 
-// ConfigError names the first config key StartServer refused.
-type ConfigError struct {
+// configError names the first config key StartServer refused.
+type configError struct {
 	Key    string // the Config field name, e.g. "Token"
 	Reason string
 }
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%s: %s %s", ErrInvalidConfig, e.Key, e.Reason)
+func (e *configError) Error() string {
+	return fmt.Sprintf("%s: %s %s", errInvalidConfig, e.Key, e.Reason)
 }
 
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+func (e *configError) Unwrap() error { return errInvalidConfig }
 
 // validate checks a session server's config in this order: the required
 // keys, then the optional ones, whose zero means the
@@ -160,7 +161,7 @@ func (cfg Config) validate() error {
 	}
 	for _, c := range checks {
 		if c.bad {
-			return &ConfigError{Key: c.key, Reason: c.reason}
+			return &configError{Key: c.key, Reason: c.reason}
 		}
 	}
 	return nil

@@ -176,13 +176,13 @@ func panicMessage(r any) string {
 	switch v := r.(type) {
 	case error:
 		if errors.As(v, &rerr) {
-			return MsgRequestFailed
+			return msgRequestFailed
 		}
 		return v.Error()
 	case string:
 		return v
 	}
-	return MsgRequestFailed
+	return msgRequestFailed
 }
 
 // typeName names a panic value's type for logs: never its payload, which
@@ -200,7 +200,7 @@ func contentText(r tools.Result) string {
 		if c.Type == "text" {
 			parts[i] = c.Text
 		} else {
-			parts[i] = MsgNonText
+			parts[i] = msgNonText
 		}
 	}
 	return strings.Join(parts, "\n")
@@ -236,7 +236,7 @@ func (s *sweeper) settle(c claim, o outcome) {
 	if s.publish(c.id, ok, text) {
 		// The marker goes before the ring: a woken script finds the call's
 		// bookkeeping finished.
-		_ = s.remove(MarkerName(c.id))
+		_ = s.remove(markerName(c.id))
 		s.cfg.Bells.Ring()
 		reportRoundTrip(&s.cfg, c, ok, o.blocked)
 	} else {

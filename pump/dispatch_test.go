@@ -16,7 +16,7 @@ import (
 // delivers its error.
 func (h *harness) sweepAsync(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- Sweep(ctx, h.cfg, &h.stats) }()
+	go func() { done <- sweepOnce(ctx, h.cfg, &h.stats) }()
 	return done
 }
 
@@ -126,7 +126,7 @@ func TestAPanickingPolicyAnswersRequestFailedWithoutChargingTheCall(t *testing.T
 	h.cfg.Policy = panicPolicy{}
 	h.request(1, "read", nil)
 	h.sweep()
-	assert.Equal(t, MsgRequestFailed, h.mustResponse(1).Error)
+	assert.Equal(t, msgRequestFailed, h.mustResponse(1).Error)
 	assert.Zero(t, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)
 	assert.Contains(t, h.stats.Seen, int64(1))
@@ -161,8 +161,8 @@ func TestToolErrorsAndPanicsAreAnsweredAndThePumpKeepsServing(t *testing.T) {
 	assert.Equal(t, response{ID: 1, Error: "no such file"}, h.mustResponse(1))
 	assert.Equal(t, "index corrupted", h.mustResponse(2).Error)
 	assert.Equal(t, "regex engine exploded", h.mustResponse(3).Error)
-	assert.Equal(t, MsgRequestFailed, h.mustResponse(4).Error)
-	assert.Equal(t, MsgRequestFailed, h.mustResponse(5).Error)
+	assert.Equal(t, msgRequestFailed, h.mustResponse(4).Error)
+	assert.Equal(t, msgRequestFailed, h.mustResponse(5).Error)
 	assert.True(t, h.mustResponse(6).OK)
 	assert.Equal(t, 5, h.stats.Errors)
 	assert.Equal(t, 6, h.stats.Calls)
@@ -190,12 +190,12 @@ func TestInFlightCallHasAMarkerAndNoRequestFile(t *testing.T) {
 	h.request(1, "read", nil)
 	done := h.sweepAsync(context.Background())
 	b.waitStart(t)
-	assert.True(t, h.exists(MarkerName(1)))
+	assert.True(t, h.exists(markerName(1)))
 	assert.False(t, h.exists(h.reqName(1)))
 	close(b.release)
 	require.NoError(t, <-done)
 	assert.True(t, h.mustResponse(1).OK)
-	assert.False(t, h.exists(MarkerName(1)), "marker removed after the answer")
+	assert.False(t, h.exists(markerName(1)), "marker removed after the answer")
 }
 
 func TestToolsGetParamsAsDecodedJSON(t *testing.T) {

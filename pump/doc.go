@@ -27,7 +27,7 @@
 // starts once its interpreter has exited, the sweep in flight then is
 // settled and the notifications present are drained once, and a sweep
 // the run's own end cancelled keeps the figures it counted. The server's
-// callbacks (OnNotify, OnClaim, OnAuthFailure, OnRoundTrip, tools,
+// callbacks (OnNotify, OnAuthFailure, OnRoundTrip, tools,
 // policy) must not call back into the same server. The two observers feed
 // telemetry and metrics: a failed authentication, and a helper call's
 // tool, duration and outcome, never its arguments or content.

@@ -22,7 +22,7 @@ func TestSweepDeletesNonIntegerRequestNamesWithoutAnswering(t *testing.T) {
 	h.sweep()
 	assert.Empty(t, h.names())
 	assert.Zero(t, read.runs.Load())
-	assert.Equal(t, NewStats(), h.stats)
+	assert.Equal(t, newStats(), h.stats)
 }
 
 func TestSweepLeavesADirectoryAtARequestNameAndDoesNotCountIt(t *testing.T) {
@@ -60,13 +60,13 @@ func TestResponsesAreOwnerOnlyRegularFilesThatReplaceAPlantedSymlink(t *testing.
 	h := newHarness(t, echoTool("read"))
 	target := filepath.Join(t.TempDir(), "target")
 	require.NoError(t, os.WriteFile(target, []byte("untouched"), 0o644))
-	require.NoError(t, os.Symlink(target, h.path(ResponseName(1))))
+	require.NoError(t, os.Symlink(target, h.path(responseName(1))))
 	h.request(1, "read", map[string]any{"text": "fresh"})
 	h.request(2, "nosuch", nil)
 	h.sweep()
 
 	for _, id := range []int64{1, 2} {
-		fi, err := os.Lstat(h.path(ResponseName(id)))
+		fi, err := os.Lstat(h.path(responseName(id)))
 		require.NoError(t, err)
 		assert.True(t, fi.Mode().IsRegular(), "res-%d is a regular file", id)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
@@ -95,7 +95,7 @@ func TestSweepDoesNotCountASymlinkedResponseAsAnswered(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	target := filepath.Join(t.TempDir(), "res")
 	require.NoError(t, os.WriteFile(target, []byte(`{"id":1,"ok":true,"content":"forged"}`), 0o600))
-	require.NoError(t, os.Symlink(target, h.path(ResponseName(1))))
+	require.NoError(t, os.Symlink(target, h.path(responseName(1))))
 	h.request(1, "read", map[string]any{"text": "real"})
 	h.sweep()
 	assert.Equal(t, "real", h.mustResponse(1).Content)
@@ -110,8 +110,8 @@ func TestSweepDoesNotTakeAnUnauthenticatedResponseForAnAnswer(t *testing.T) {
 	h := newHarness(t, read)
 	other, err := NewToken()
 	require.NoError(t, err)
-	h.publish(ResponseName(1), []byte(`{"id":1,"ok":true,"content":"forged"}`))
-	h.publish(ResponseName(2), encodeResponse(other, 2, true, "another bridge's answer"))
+	h.publish(responseName(1), []byte(`{"id":1,"ok":true,"content":"forged"}`))
+	h.publish(responseName(2), encodeResponse(other, 2, true, "another bridge's answer"))
 	h.request(1, "read", map[string]any{"text": "real 1"})
 	h.request(2, "read", map[string]any{"text": "real 2"})
 	h.sweep()
@@ -141,7 +141,7 @@ func TestResponsesAreCompactASCIIJSON(t *testing.T) {
 	tool.fn = textTool("é 😀 \u2028 \x00 \"q\" \\ \xff end").fn
 	h.request(1, "read", nil)
 	h.sweep()
-	raw, err := os.ReadFile(h.path(ResponseName(1)))
+	raw, err := os.ReadFile(h.path(responseName(1)))
 	require.NoError(t, err)
 	for _, r := range string(raw) {
 		assert.True(t, r < unicode.MaxASCII && r >= 0x20, "non-ASCII or control byte %q in %s", r, raw)
@@ -163,9 +163,9 @@ func TestPlantedFIFOsNeverBlockThePump(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(h.path(h.frameName(KindException, "", nil)), 0o600))
 	h.request(3, "read", nil)
 	h.sweep()
-	DrainNotifications(h.cfg, &h.stats)
+	drainNotifications(h.cfg, &h.stats)
 
-	assert.Equal(t, MsgAuthFailed, h.mustResponse(1).Error, "a link to a FIFO is not a readable request")
+	assert.Equal(t, msgAuthFailed, h.mustResponse(1).Error, "a link to a FIFO is not a readable request")
 	_, answered := h.response(2)
 	assert.False(t, answered, "a FIFO at a request name is not a request")
 	assert.True(t, h.exists(RequestName(h.token, 2, nil)))
@@ -179,7 +179,7 @@ func TestPlantedFIFOsNeverBlockThePump(t *testing.T) {
 func TestSweepWithNilStatsStillAnswers(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	h.request(1, "read", nil)
-	require.NoError(t, Sweep(context.Background(), h.cfg, nil))
+	require.NoError(t, sweepOnce(context.Background(), h.cfg, nil))
 	assert.True(t, h.mustResponse(1).OK)
 }
 
@@ -191,7 +191,7 @@ func TestSweepFindsEveryRequestInADirectoryLargerThanOneListingBuffer(t *testing
 	h.cfg.MaxRequestsPerSweep = 100
 	long := strings.Repeat("x", 200)
 	for i := range 3000 {
-		h.publish(ResponseName(int64(100000+i)), []byte(`{}`))
+		h.publish(responseName(int64(100000+i)), []byte(`{}`))
 		if i%10 == 0 {
 			h.publish("text-"+long+"-"+strings.Repeat("y", i%50)+".json", []byte(`{}`))
 		}

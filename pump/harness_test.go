@@ -142,7 +142,7 @@ func newHarness(t *testing.T, ts ...tools.Tool) *harness {
 		m[tl.Name()] = tl
 	}
 	return &harness{
-		t: t, dir: dir, token: token, stats: NewStats(), reqNames: map[int64]string{},
+		t: t, dir: dir, token: token, stats: newStats(), reqNames: map[int64]string{},
 		cfg: Config{Dir: dir, Token: token, Tools: m, MaxCalls: 100, MaxResultBytes: 5 << 20},
 	}
 }
@@ -150,8 +150,8 @@ func newHarness(t *testing.T, ts ...tools.Tool) *harness {
 // keepLedger records the harness's claims in a ledger its sweeps consult,
 // as a Server's live ledger is.
 func (h *harness) keepLedger() {
-	ledger, mu := Ledger{}, &sync.Mutex{}
-	h.cfg.OnClaim = func(id int64, kind ClaimKind, tool string) {
+	ledger, mu := claimLedger{}, &sync.Mutex{}
+	h.cfg.onClaim = func(id int64, kind claimKind, tool string) {
 		mu.Lock()
 		defer mu.Unlock()
 		ledger.Record(id, kind, tool)
@@ -160,7 +160,7 @@ func (h *harness) keepLedger() {
 		mu.Lock()
 		defer mu.Unlock()
 		e, ok := ledger[id]
-		return e.Tool, ok && e.Kind == ClaimClaimed
+		return e.Tool, ok && e.Kind == claimClaimed
 	}
 }
 
@@ -255,7 +255,7 @@ func (h *harness) exceptionRecord(body []byte) string {
 // hostResponse publishes an answer to id as the pump writes it.
 func (h *harness) hostResponse(id int64, ok bool, text string) {
 	h.t.Helper()
-	h.publish(ResponseName(id), encodeResponse(h.cfg.Token, id, ok, text))
+	h.publish(responseName(id), encodeResponse(h.cfg.Token, id, ok, text))
 }
 
 // lone is the bridge of the harness's lone passes, with its unlink hook.
@@ -272,13 +272,14 @@ func (h *harness) sweep() {
 	require.NoError(h.t, newSweeper(h.cfg, h.lone(), &h.stats).run(context.Background()))
 }
 
-// recoverDebts is Recover with the harness's bridge and hooks.
-func (h *harness) recoverDebts(ledger Ledger) {
+// recoverDebts is recoverOnce with the harness's bridge and hooks.
+func (h *harness) recoverDebts(ledger claimLedger) {
 	h.t.Helper()
 	require.NoError(h.t, newSweeper(h.cfg, h.lone(), &h.stats).recoverDebts(ledger))
 }
 
-// drainNotifications is DrainNotifications with the harness's bridge.
+// drainNotifications is the package's drainNotifications with the
+// harness's bridge.
 func (h *harness) drainNotifications() {
 	newSweeper(h.cfg, h.lone(), &h.stats).drainNotifications()
 }
@@ -298,7 +299,7 @@ type response struct {
 // request; ok is false when there is none.
 func (h *harness) response(id int64) (response, bool) {
 	h.t.Helper()
-	file, err := os.ReadFile(h.path(ResponseName(id)))
+	file, err := os.ReadFile(h.path(responseName(id)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return response{}, false
 	}

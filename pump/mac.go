@@ -30,8 +30,8 @@ import (
 // advance, carry it as the body's first member: {"mac":"<mac>",...}, the
 // MAC being over the body without that member.
 const (
-	// MACLen is the length of a MAC in hex digits.
-	MACLen = 32
+	// macLen is the length of a MAC in hex digits.
+	macLen = 32
 
 	KindRequest   = "req"
 	KindResponse  = "res"
@@ -51,7 +51,7 @@ func FrameMAC(token, kind, num string, body []byte) string {
 // validMAC reports, in constant time, whether mac authenticates the file.
 // An empty token authenticates nothing.
 func validMAC(token, kind, num string, body []byte, mac string) bool {
-	if token == "" || len(mac) != MACLen {
+	if token == "" || len(mac) != macLen {
 		return false
 	}
 	st := macStates.Get().(*macState)
@@ -67,7 +67,7 @@ type macState struct {
 	h     hash.Hash
 	head  []byte
 	sum   [sha256.Size]byte
-	hex   [MACLen]byte
+	hex   [macLen]byte
 }
 
 var macStates = sync.Pool{New: func() any { return new(macState) }}
@@ -82,7 +82,7 @@ func (st *macState) compute(token, kind, num string, body []byte) []byte {
 	st.head = append(append(append(append(st.head[:0], kind...), 0), num...), 0)
 	st.h.Write(st.head)
 	st.h.Write(body)
-	hex.Encode(st.hex[:], st.h.Sum(st.sum[:0])[:MACLen/2])
+	hex.Encode(st.hex[:], st.h.Sum(st.sum[:0])[:macLen/2])
 	return st.hex[:]
 }
 
@@ -125,7 +125,7 @@ func parseFrameName(name, prefix string) (f frameName, ok bool) {
 		return frameName{}, false
 	}
 	mid := name[len(prefix) : len(name)-len(jsonSuffix)]
-	if i := strings.LastIndexByte(mid, '-'); i >= 0 && len(mid)-i-1 == MACLen && isLowerHex(mid[i+1:]) {
+	if i := strings.LastIndexByte(mid, '-'); i >= 0 && len(mid)-i-1 == macLen && isLowerHex(mid[i+1:]) {
 		f.mac, mid = mid[i+1:], mid[:i]
 		if i == 0 {
 			// "text--<mac>": an empty number, which no writer produces.

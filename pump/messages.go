@@ -7,22 +7,22 @@ import (
 
 // The exact texts scripts see in ToolError.
 const (
-	MsgAuthFailed        = "rpc authentication failed"
-	MsgReplayed          = "rpc request already processed"
-	MsgInvalid           = "invalid rpc request"
-	MsgNotMarked         = "rpc dispatch could not be marked in-flight"
-	MsgInterrupted       = "rpc dispatch interrupted"
-	MsgRequestFailed     = "rpc request failed"
-	MsgNonText           = "[non-text content omitted]"
+	msgAuthFailed        = "rpc authentication failed"
+	msgReplayed          = "rpc request already processed"
+	msgInvalid           = "invalid rpc request"
+	msgNotMarked         = "rpc dispatch could not be marked in-flight"
+	msgInterrupted       = "rpc dispatch interrupted"
+	msgRequestFailed     = "rpc request failed"
+	msgNonText           = "[non-text content omitted]"
 	msgDeniedNoTool      = "rpc tool call denied by policy"
 	msgUnavailableNoTool = "tool is not available inside execute_code scripts"
 )
 
-// Sentinel errors of ParseRequest; the sweep answers them with
-// MsgAuthFailed and MsgInvalid respectively.
+// Sentinel errors of parseRequest; the sweep answers them with
+// msgAuthFailed and msgInvalid respectively.
 var (
-	ErrAuth    = errors.New(MsgAuthFailed)
-	ErrInvalid = errors.New(MsgInvalid)
+	errAuth    = errors.New(msgAuthFailed)
+	errInvalid = errors.New(msgInvalid)
 )
 
 func msgCallLimit(maxCalls int) string {

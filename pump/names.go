@@ -28,11 +28,11 @@ const (
 	textPrefix   = KindText + "-"
 )
 
-// ResponseName is the file the pump publishes to answer call id.
-func ResponseName(id int64) string { return fmt.Sprintf("%s-%d%s", KindResponse, id, jsonSuffix) }
+// responseName is the file the pump publishes to answer call id.
+func responseName(id int64) string { return fmt.Sprintf("%s-%d%s", KindResponse, id, jsonSuffix) }
 
-// MarkerName is the in-flight claim marker of call id.
-func MarkerName(id int64) string { return fmt.Sprintf("req-%d.claim", id) }
+// markerName is the in-flight claim marker of call id.
+func markerName(id int64) string { return fmt.Sprintf("req-%d.claim", id) }
 
 // parseN parses a protocol number: a complete base-10 integer with an
 // optional sign ("007" is 7, "-3" is -3, "+5" is 5). Numbers outside int64

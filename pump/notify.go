@@ -12,15 +12,15 @@ import (
 // Notification caps (docs/protocol.md, Budgets).
 const (
 	maxNotifyFileBytes = 65536
-	MaxNotifyForwarded = 64
-	MaxNotifyBytes     = 4096
+	maxNotifyForwarded = 64
+	maxNotifyBytes     = 4096
 )
 
-// DrainNotifications is the notification-only pass that ends a run: it
+// drainNotifications is the notification-only pass that ends a run: it
 // consumes every notify-<n>-<mac>.json frame present and forwards the
 // authenticated ones within the run's 64-message cap. It never touches a
 // request.
-func DrainNotifications(cfg Config, stats *Stats) {
+func drainNotifications(cfg Config, stats *Stats) {
 	newSweeper(cfg, bridge{}, stats).drainNotifications()
 }
 
@@ -47,7 +47,7 @@ func (s *sweeper) forwardNotifications(frames []entry) {
 		case status == frameRefused:
 			s.refuseFrame()
 			continue
-		case status == frameMalformed || s.stats.NotifyForwarded >= MaxNotifyForwarded:
+		case status == frameMalformed || s.stats.NotifyForwarded >= maxNotifyForwarded:
 			continue
 		case !s.bridge.notified.first(e.n):
 			s.refuseFrame()
@@ -57,7 +57,7 @@ func (s *sweeper) forwardNotifications(frames []entry) {
 		if s.cfg.ScrubNotify != nil {
 			msg = s.cfg.ScrubNotify(msg)
 		}
-		s.deliver(capUTF8(msg, MaxNotifyBytes))
+		s.deliver(capUTF8(msg, maxNotifyBytes))
 	}
 }
 
@@ -107,7 +107,7 @@ func (s *sweeper) refuseFrame() { observe(s.cfg.OnFrameRefused) }
 // notifyMemory is a bridge's record of the notification numbers it
 // forwarded, so a consumed frame copied back is refused. It lives outside
 // Stats because every sweep of the bridge, an abandoned one still running
-// included, must see it, and at most MaxNotifyForwarded numbers are ever
+// included, must see it, and at most maxNotifyForwarded numbers are ever
 // recorded.
 type notifyMemory struct {
 	mu   sync.Mutex
@@ -115,7 +115,7 @@ type notifyMemory struct {
 }
 
 // first records n and reports whether it was new. A nil memory (a lone
-// DrainNotifications of a test) remembers nothing.
+// drainNotifications of a test) remembers nothing.
 func (m *notifyMemory) first(n int64) bool {
 	if m == nil {
 		return true

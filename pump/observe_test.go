@@ -52,6 +52,6 @@ func TestAPanickingObserverChangesNoAnswer(t *testing.T) {
 	h.requestWithToken(1, "forged", "read", nil)
 	h.request(2, "read", map[string]any{"text": "fine"})
 	require.NotPanics(t, h.sweep)
-	assert.Equal(t, MsgAuthFailed, h.mustResponse(1).Error)
+	assert.Equal(t, msgAuthFailed, h.mustResponse(1).Error)
 	assert.Equal(t, "fine", h.mustResponse(2).Content)
 }

@@ -9,20 +9,20 @@ import (
 // a survivor is inert because its id is remembered.
 const markerDeleteAttempts = 3
 
-// Recover pays each dead claim's debt exactly once (docs/protocol.md,
+// recoverOnce pays each dead claim's debt exactly once (docs/protocol.md,
 // Claim markers, the ledger, and recovery):
 // regular-file claim markers first, then ledger entries, both deduplicated
 // by the replay memory. It writes answers; it never dispatches. Planted
 // directories and symlinks at marker names are ignored outright, and a
 // regular marker charges only an id this pump claimed (see
-// recoverMarkers). Recover
-// is what a session owner runs after a sweep it abandoned; Sweep runs the
+// recoverMarkers). recoverOnce
+// is what a session owner runs after a sweep it abandoned; sweepOnce runs the
 // marker half itself with an empty ledger.
-func Recover(cfg Config, stats *Stats, ledger Ledger) error {
+func recoverOnce(cfg Config, stats *Stats, ledger claimLedger) error {
 	return newSweeper(cfg, bridge{}, stats).recoverDebts(ledger)
 }
 
-func (s *sweeper) recoverDebts(ledger Ledger) error {
+func (s *sweeper) recoverDebts(ledger claimLedger) error {
 	l, err := listDir(s.cfg.Dir)
 	if err != nil {
 		return err
@@ -41,7 +41,7 @@ func (s *sweeper) recoverDebts(ledger Ledger) error {
 // It is removed and counted as an error, never as a call or a tool, and
 // its id is not burnt, so the script's own request with that id still
 // runs.
-func (s *sweeper) recoverMarkers(markers []entry, ledger Ledger) {
+func (s *sweeper) recoverMarkers(markers []entry, ledger claimLedger) {
 	stats := s.stats
 	sortEntries(markers)
 	for _, e := range markers {
@@ -54,7 +54,7 @@ func (s *sweeper) recoverMarkers(markers []entry, ledger Ledger) {
 		switch {
 		case stats.seen(id):
 			// Cleanup only: the id was charged by whoever remembered it.
-			s.ensureAnswered(id, MsgInterrupted)
+			s.ensureAnswered(id, msgInterrupted)
 		case !claimed:
 			stats.Errors++
 		default:
@@ -63,7 +63,7 @@ func (s *sweeper) recoverMarkers(markers []entry, ledger Ledger) {
 				stats.Bytes += int64(len(content))
 				s.useDispatched(tool)
 			} else {
-				s.ensureAnswered(id, MsgInterrupted)
+				s.ensureAnswered(id, msgInterrupted)
 				stats.Calls++
 				stats.Errors++
 			}
@@ -80,8 +80,8 @@ func (s *sweeper) recoverMarkers(markers []entry, ledger Ledger) {
 // claimedTool says whether this pump claimed id, and for which tool: the
 // settlement's ledger first, then the live one. Both are host memory the
 // script cannot reach; a marker's own body is never believed.
-func (s *sweeper) claimedTool(ledger Ledger, id int64) (string, bool) {
-	if e, ok := ledger[id]; ok && e.Kind == ClaimClaimed {
+func (s *sweeper) claimedTool(ledger claimLedger, id int64) (string, bool) {
+	if e, ok := ledger[id]; ok && e.Kind == claimClaimed {
 		return e.Tool, true
 	}
 	if s.bridge.claimed != nil {
@@ -98,7 +98,7 @@ func (s *sweeper) useDispatched(tool string) {
 	}
 }
 
-func (s *sweeper) recoverLedger(ledger Ledger) {
+func (s *sweeper) recoverLedger(ledger claimLedger) {
 	stats := s.stats
 	for _, id := range slices.Sorted(maps.Keys(ledger)) {
 		if stats.seen(id) {
@@ -108,27 +108,27 @@ func (s *sweeper) recoverLedger(ledger Ledger) {
 		stats.Calls++
 		stats.remember(id)
 		switch e.Kind {
-		case ClaimClaimed:
+		case claimClaimed:
 			if content, ok := s.readSuccess(id); ok {
 				stats.Bytes += int64(len(content))
 				s.useDispatched(e.Tool)
 				continue
 			}
 			// The tool may have run with effects no evidence records.
-			s.ensureAnswered(id, MsgInterrupted)
+			s.ensureAnswered(id, msgInterrupted)
 			stats.Errors++
 			stats.AccountingLoss = true
-		case ClaimDenied:
+		case claimDenied:
 			msg := msgDeniedNoTool
 			if e.Tool != "" {
 				msg = msgDenied(e.Tool)
 			}
 			s.ensureAnswered(id, msg)
 			stats.Denied++
-		case ClaimInvalid:
-			s.ensureAnswered(id, MsgInvalid)
+		case claimInvalid:
+			s.ensureAnswered(id, msgInvalid)
 			stats.Errors++
-		case ClaimUnknownTool:
+		case claimUnknownTool:
 			msg := msgUnavailableNoTool
 			if e.Tool != "" {
 				msg = msgUnavailable(e.Tool)

@@ -20,7 +20,7 @@ func TestDirectoryAtTheMarkerNameBlocksDispatch(t *testing.T) {
 	h.request(1, "read", nil)
 	h.sweep()
 
-	assert.Equal(t, response{ID: 1, Error: MsgNotMarked}, h.mustResponse(1))
+	assert.Equal(t, response{ID: 1, Error: msgNotMarked}, h.mustResponse(1))
 	assert.Zero(t, read.runs.Load())
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)
@@ -37,9 +37,9 @@ func TestSymlinkedRequestIsNeverDispatched(t *testing.T) {
 	require.NoError(t, os.Symlink(target, h.path(RequestName(h.token, 1, body))))
 	h.sweep()
 
-	assert.Equal(t, response{ID: 1, Error: MsgNotMarked}, h.mustResponse(1))
+	assert.Equal(t, response{ID: 1, Error: msgNotMarked}, h.mustResponse(1))
 	assert.Zero(t, read.runs.Load())
-	assert.Equal(t, []string{ResponseName(1)}, h.names(), "no req-* entry remains")
+	assert.Equal(t, []string{responseName(1)}, h.names(), "no req-* entry remains")
 	data, err := os.ReadFile(target)
 	require.NoError(t, err)
 	assert.Equal(t, body, data, "the link's target is untouched")
@@ -63,7 +63,7 @@ func killMidWave(t *testing.T) (*harness, *blocker) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	waitFor(t, "tools to see the cancellation", func() bool { return b.canceled.Load() == 3 })
 	for id := int64(1); id <= 3; id++ {
-		require.True(t, h.exists(MarkerName(id)), "marker %d survives the killed sweep", id)
+		require.True(t, h.exists(markerName(id)), "marker %d survives the killed sweep", id)
 		_, answered := h.response(id)
 		require.False(t, answered, "a killed sweep answers nothing")
 	}
@@ -77,24 +77,24 @@ func TestSuccessorSweepAnswersAKilledSweepsClaimsAsInterrupted(t *testing.T) {
 			if freshStats {
 				// As a Server loses an abandoned sweep's copy of the
 				// stats: only its ledger proves the claims.
-				h.stats = NewStats()
+				h.stats = newStats()
 			}
 			h.sweep()
 			for id := int64(1); id <= 3; id++ {
-				assert.Equal(t, response{ID: id, Error: MsgInterrupted}, h.mustResponse(id))
-				assert.False(t, h.exists(MarkerName(id)))
+				assert.Equal(t, response{ID: id, Error: msgInterrupted}, h.mustResponse(id))
+				assert.False(t, h.exists(markerName(id)))
 			}
 			assert.EqualValues(t, 3, b.runs.Load(), "never re-run")
 			assert.Equal(t, 3, h.stats.Calls)
 			assert.Equal(t, 3, h.stats.Errors)
 
 			for id := int64(1); id <= 3; id++ {
-				require.NoError(t, os.Remove(h.path(ResponseName(id))))
+				require.NoError(t, os.Remove(h.path(responseName(id))))
 				h.request(id, "read", nil)
 			}
 			h.sweep()
 			for id := int64(1); id <= 3; id++ {
-				assert.Equal(t, MsgReplayed, h.mustResponse(id).Error)
+				assert.Equal(t, msgReplayed, h.mustResponse(id).Error)
 			}
 			assert.Equal(t, 3, h.stats.Calls)
 			assert.EqualValues(t, 3, b.runs.Load())
@@ -104,20 +104,20 @@ func TestSuccessorSweepAnswersAKilledSweepsClaimsAsInterrupted(t *testing.T) {
 
 func TestRecoverRestoresRealAccountingFromASurvivingResponse(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
-	h.publish(MarkerName(1), mustJSON(t, map[string]any{"tool": "read"}))
+	h.publish(markerName(1), mustJSON(t, map[string]any{"tool": "read"}))
 	resp := encodeResponse(h.token, 1, true, "hello")
-	h.publish(ResponseName(1), resp)
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "read"}}))
+	h.publish(responseName(1), resp)
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{1: {Kind: claimClaimed, Tool: "read"}}))
 
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.EqualValues(t, 5, h.stats.Bytes)
 	assert.Equal(t, []string{"read"}, h.stats.SortedTools())
 	assert.Zero(t, h.stats.Errors)
 	assert.False(t, h.stats.AccountingLoss)
-	data, err := os.ReadFile(h.path(ResponseName(1)))
+	data, err := os.ReadFile(h.path(responseName(1)))
 	require.NoError(t, err)
 	assert.Equal(t, resp, data, "the response is left as is")
-	assert.False(t, h.exists(MarkerName(1)))
+	assert.False(t, h.exists(markerName(1)))
 }
 
 // A marker is evidence only of this pump's own claim. A script (of this
@@ -126,7 +126,7 @@ func TestRecoverRestoresRealAccountingFromASurvivingResponse(t *testing.T) {
 func TestRecoverNeverChargesAPlantedMarker(t *testing.T) {
 	for name, recoverWith := range map[string]func(h *harness){
 		"the next sweep":     func(h *harness) { h.sweep() },
-		"a server's recover": func(h *harness) { require.NoError(t, Recover(h.cfg, &h.stats, Ledger{})) },
+		"a server's recover": func(h *harness) { require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{})) },
 		"a live ledger that never claimed it": func(h *harness) {
 			h.keepLedger()
 			h.sweep()
@@ -135,19 +135,19 @@ func TestRecoverNeverChargesAPlantedMarker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			read := echoTool("read")
 			h := newHarness(t, read)
-			h.publish(MarkerName(1), mustJSON(t, map[string]any{"token": h.token, "tool": "bash-rm-rf"}))
+			h.publish(markerName(1), mustJSON(t, map[string]any{"token": h.token, "tool": "bash-rm-rf"}))
 			forged := []byte(`{"id":1,"ok":true,"content":"rm -rf done"}`)
-			h.publish(ResponseName(1), forged)
+			h.publish(responseName(1), forged)
 			recoverWith(h)
 
 			assert.Zero(t, h.stats.Calls)
 			assert.Zero(t, h.stats.Bytes)
 			assert.Empty(t, h.stats.SortedTools())
 			assert.Equal(t, 1, h.stats.Errors, "a planted marker is an error")
-			assert.False(t, h.exists(MarkerName(1)), "the planted marker is removed")
+			assert.False(t, h.exists(markerName(1)), "the planted marker is removed")
 
 			// The id is not burnt: the script's own call with it runs.
-			require.NoError(t, os.Remove(h.path(ResponseName(1))))
+			require.NoError(t, os.Remove(h.path(responseName(1))))
 			h.request(1, "read", nil)
 			h.sweep()
 			assert.True(t, h.mustResponse(1).OK)
@@ -165,10 +165,10 @@ func TestRecoverIgnoresPlantedMarkerDirectoriesAndLinks(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "t")
 	require.NoError(t, os.WriteFile(target, []byte(`{"tool":"read"}`), 0o600))
 	require.NoError(t, os.Symlink(target, h.path("req-2.claim")))
-	require.NoError(t, Recover(h.cfg, &h.stats, nil))
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, nil))
 	h.sweep()
 
-	assert.Equal(t, NewStats(), h.stats)
+	assert.Equal(t, newStats(), h.stats)
 	assert.ElementsMatch(t, []string{"req-1.claim", "req-x.claim", "req-2.claim"}, h.names())
 	assert.DirExists(t, h.path("req-1.claim/x"))
 }
@@ -176,54 +176,54 @@ func TestRecoverIgnoresPlantedMarkerDirectoriesAndLinks(t *testing.T) {
 func TestRecoverDeletesRegularMarkersWithNonIntegerNames(t *testing.T) {
 	h := newHarness(t)
 	h.publish("req-zz.claim", []byte(`{}`))
-	require.NoError(t, Recover(h.cfg, &h.stats, nil))
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, nil))
 	assert.Empty(t, h.names())
-	assert.Equal(t, NewStats(), h.stats)
+	assert.Equal(t, newStats(), h.stats)
 }
 
 func TestUndeletableMarkerIsChargedOnce(t *testing.T) {
 	h := newHarness(t)
 	attempts := 0
 	h.hooks.unlink = func(path string) error {
-		if filepath.Base(path) == MarkerName(1) {
+		if filepath.Base(path) == markerName(1) {
 			attempts++
 			return syscall.EPERM
 		}
 		return syscall.Unlink(path)
 	}
-	h.publish(MarkerName(1), []byte(`{"tool":"read"}`))
-	h.recoverDebts(Ledger{1: {Kind: ClaimClaimed, Tool: "read"}})
+	h.publish(markerName(1), []byte(`{"tool":"read"}`))
+	h.recoverDebts(claimLedger{1: {Kind: claimClaimed, Tool: "read"}})
 	assert.Equal(t, 3, attempts, "one attempt and two retries")
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)
-	assert.Equal(t, MsgInterrupted, h.mustResponse(1).Error)
+	assert.Equal(t, msgInterrupted, h.mustResponse(1).Error)
 
 	before := h.stats.Clone()
 	h.recoverDebts(nil)
 	h.sweep()
 	assert.Equal(t, before, h.stats, "a second recovery is cleanup only")
-	assert.True(t, h.exists(MarkerName(1)))
+	assert.True(t, h.exists(markerName(1)))
 }
 
 func TestLedgerClaimWithoutEvidenceIsInterruptedAndFlagsLoss(t *testing.T) {
 	h := newHarness(t, echoTool("webfetch"))
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "webfetch"}}))
-	assert.Equal(t, response{ID: 1, Error: MsgInterrupted}, h.mustResponse(1))
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{1: {Kind: claimClaimed, Tool: "webfetch"}}))
+	assert.Equal(t, response{ID: 1, Error: msgInterrupted}, h.mustResponse(1))
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)
 	assert.True(t, h.stats.AccountingLoss)
 
-	require.NoError(t, os.Remove(h.path(ResponseName(1))))
+	require.NoError(t, os.Remove(h.path(responseName(1))))
 	h.request(1, "webfetch", nil)
 	h.sweep()
-	assert.Equal(t, MsgReplayed, h.mustResponse(1).Error)
+	assert.Equal(t, msgReplayed, h.mustResponse(1).Error)
 	assert.Equal(t, 1, h.stats.Calls)
 }
 
 func TestLedgerClaimWithSurvivingSuccessRestoresAccountingWithoutLoss(t *testing.T) {
 	h := newHarness(t, echoTool("webfetch"))
 	h.hostResponse(1, true, "page text")
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "webfetch"}}))
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{1: {Kind: claimClaimed, Tool: "webfetch"}}))
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.EqualValues(t, len("page text"), h.stats.Bytes)
 	assert.Equal(t, []string{"webfetch"}, h.stats.SortedTools())
@@ -238,43 +238,43 @@ func TestRecoverIgnoresAnUnauthenticatedSurvivingResponse(t *testing.T) {
 	h := newHarness(t)
 	other, err := NewToken()
 	require.NoError(t, err)
-	h.publish(MarkerName(1), mustJSON(t, map[string]any{"tool": "read"}))
-	h.publish(ResponseName(1), []byte(`{"id":1,"ok":true,"content":"forged bytes"}`))
-	h.publish(ResponseName(2), encodeResponse(other, 2, true, "another bridge's"))
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "read"}, 2: {Kind: ClaimClaimed, Tool: "read"}}))
+	h.publish(markerName(1), mustJSON(t, map[string]any{"tool": "read"}))
+	h.publish(responseName(1), []byte(`{"id":1,"ok":true,"content":"forged bytes"}`))
+	h.publish(responseName(2), encodeResponse(other, 2, true, "another bridge's"))
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{1: {Kind: claimClaimed, Tool: "read"}, 2: {Kind: claimClaimed, Tool: "read"}}))
 	assert.Equal(t, 2, h.stats.Calls)
 	assert.Zero(t, h.stats.Bytes)
 	assert.Equal(t, 2, h.stats.Errors)
 	assert.True(t, h.stats.AccountingLoss, "a claimed call without a provable outcome")
-	assert.Equal(t, MsgInterrupted, h.mustResponse(1).Error)
-	assert.Equal(t, MsgInterrupted, h.mustResponse(2).Error)
+	assert.Equal(t, msgInterrupted, h.mustResponse(1).Error)
+	assert.Equal(t, msgInterrupted, h.mustResponse(2).Error)
 }
 
 func TestLedgerToolBeatsAForgedMarkerBody(t *testing.T) {
 	h := newHarness(t, echoTool("read"), echoTool("webfetch"))
-	h.publish(MarkerName(1), []byte(`{"tool":"read"}`))
+	h.publish(markerName(1), []byte(`{"tool":"read"}`))
 	h.hostResponse(1, true, "x")
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "webfetch"}}))
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{1: {Kind: claimClaimed, Tool: "webfetch"}}))
 	assert.Equal(t, []string{"webfetch"}, h.stats.SortedTools())
 	assert.Equal(t, 1, h.stats.Calls)
 }
 
 func TestMarkerCoveredLedgerIDIsChargedOnce(t *testing.T) {
 	h := newHarness(t)
-	h.publish(MarkerName(1), []byte(`{"tool":"read"}`))
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "read"}}))
+	h.publish(markerName(1), []byte(`{"tool":"read"}`))
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{1: {Kind: claimClaimed, Tool: "read"}}))
 	assert.Equal(t, 1, h.stats.Calls)
 	assert.Equal(t, 1, h.stats.Errors)
-	assert.Equal(t, MsgInterrupted, h.mustResponse(1).Error)
+	assert.Equal(t, msgInterrupted, h.mustResponse(1).Error)
 }
 
 func TestLedgerDenialKeepsASurvivingAnswerVerbatim(t *testing.T) {
 	h := newHarness(t)
 	h.hostResponse(1, false, "Tool 'webfetch' is in deny list")
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{
-		1: {Kind: ClaimDenied, Tool: "webfetch"},
-		2: {Kind: ClaimDenied, Tool: "webfetch"},
-		3: {Kind: ClaimDenied},
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{
+		1: {Kind: claimDenied, Tool: "webfetch"},
+		2: {Kind: claimDenied, Tool: "webfetch"},
+		3: {Kind: claimDenied},
 	}))
 	assert.Equal(t, "Tool 'webfetch' is in deny list", h.mustResponse(1).Error)
 	assert.Equal(t, "tool 'webfetch' denied by policy", h.mustResponse(2).Error)
@@ -286,34 +286,34 @@ func TestLedgerDenialKeepsASurvivingAnswerVerbatim(t *testing.T) {
 
 func TestLedgerInvalidAndUnknownToolAreAnsweredAndCharged(t *testing.T) {
 	h := newHarness(t)
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{
-		1: {Kind: ClaimInvalid},
-		2: {Kind: ClaimUnknownTool, Tool: "nosuch"},
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{
+		1: {Kind: claimInvalid},
+		2: {Kind: claimUnknownTool, Tool: "nosuch"},
 	}))
-	assert.Equal(t, MsgInvalid, h.mustResponse(1).Error)
+	assert.Equal(t, msgInvalid, h.mustResponse(1).Error)
 	assert.Equal(t, "tool 'nosuch' is not available inside execute_code scripts", h.mustResponse(2).Error)
 	assert.Equal(t, 2, h.stats.Calls)
 	assert.Equal(t, 2, h.stats.Errors)
 
 	h2 := newHarness(t)
-	require.NoError(t, Recover(h2.cfg, &h2.stats, Ledger{1: {Kind: ClaimUnknownTool}}))
+	require.NoError(t, recoverOnce(h2.cfg, &h2.stats, claimLedger{1: {Kind: claimUnknownTool}}))
 	assert.Equal(t, "tool is not available inside execute_code scripts", h2.mustResponse(1).Error)
 }
 
 func TestBareReservationIsChargedWithoutAnAnswer(t *testing.T) {
-	for _, kind := range []ClaimKind{ClaimReserved, "something-new"} {
+	for _, kind := range []claimKind{claimReserved, "something-new"} {
 		t.Run(string(kind), func(t *testing.T) {
 			read := echoTool("read")
 			h := newHarness(t, read)
 			h.request(1, "read", nil)
-			require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: kind}}))
+			require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{1: {Kind: kind}}))
 			assert.Equal(t, 1, h.stats.Calls)
 			assert.Equal(t, 1, h.stats.Errors)
 			_, answered := h.response(1)
 			assert.False(t, answered)
 
 			h.sweep()
-			assert.Equal(t, MsgReplayed, h.mustResponse(1).Error)
+			assert.Equal(t, msgReplayed, h.mustResponse(1).Error)
 			assert.Equal(t, 1, h.stats.Calls, "no second charge")
 			assert.Zero(t, read.runs.Load())
 		})
@@ -323,7 +323,7 @@ func TestBareReservationIsChargedWithoutAnAnswer(t *testing.T) {
 func TestLedgerSkipsIDsAlreadyRemembered(t *testing.T) {
 	h := newHarness(t)
 	h.stats.remember(1)
-	require.NoError(t, Recover(h.cfg, &h.stats, Ledger{1: {Kind: ClaimClaimed, Tool: "read"}}))
+	require.NoError(t, recoverOnce(h.cfg, &h.stats, claimLedger{1: {Kind: claimClaimed, Tool: "read"}}))
 	assert.Zero(t, h.stats.Calls)
 	assert.False(t, h.stats.AccountingLoss)
 	_, answered := h.response(1)
@@ -334,20 +334,20 @@ func TestLedgerHookHearsReservationThenClaimBeforeTheMarkerExists(t *testing.T) 
 	h := newHarness(t, echoTool("read"))
 	type feed struct {
 		id           int64
-		kind         ClaimKind
+		kind         claimKind
 		tool         string
 		markerExists bool
 		charged      int
 	}
 	var feeds []feed
-	h.cfg.OnClaim = func(id int64, kind ClaimKind, tool string) {
-		feeds = append(feeds, feed{id, kind, tool, h.exists(MarkerName(id)), h.stats.Calls})
+	h.cfg.onClaim = func(id int64, kind claimKind, tool string) {
+		feeds = append(feeds, feed{id, kind, tool, h.exists(markerName(id)), h.stats.Calls})
 	}
 	h.request(1, "read", nil)
 	h.sweep()
 	assert.Equal(t, []feed{
-		{1, ClaimReserved, "", false, 0},
-		{1, ClaimClaimed, "read", false, 1},
+		{1, claimReserved, "", false, 0},
+		{1, claimClaimed, "read", false, 1},
 	}, feeds, "reserved is fed before the spend, claimed before the marker")
 }
 
@@ -355,24 +355,24 @@ func TestLedgerHookHearsEachDisposition(t *testing.T) {
 	h := newHarness(t, echoTool("read"), echoTool("ls"))
 	h.cfg.Policy = denyPolicy{"ls": "no"}
 	h.cfg.MaxCalls = 3
-	ledger := Ledger{}
-	h.cfg.OnClaim = ledger.Record
+	ledger := claimLedger{}
+	h.cfg.onClaim = ledger.Record
 	h.requestBody(1, []byte(`{"tool":1}`))
 	h.request(2, "bash", nil)
 	h.request(3, "ls", nil)
 	h.request(4, "read", nil)
 	h.requestWithToken(5, "bad", "read", nil)
 	h.sweep()
-	assert.Equal(t, Ledger{
-		1: {Kind: ClaimInvalid},
-		2: {Kind: ClaimUnknownTool, Tool: "bash"},
-		3: {Kind: ClaimDenied, Tool: "ls"},
+	assert.Equal(t, claimLedger{
+		1: {Kind: claimInvalid},
+		2: {Kind: claimUnknownTool, Tool: "bash"},
+		3: {Kind: claimDenied, Tool: "ls"},
 	}, ledger, "no entry for a call-limit refusal or an authentication failure")
 }
 
 func TestAPanickingLedgerHookIsSwallowed(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
-	h.cfg.OnClaim = func(int64, ClaimKind, string) { panic(errors.New("ledger gone")) }
+	h.cfg.onClaim = func(int64, claimKind, string) { panic(errors.New("ledger gone")) }
 	h.request(1, "read", nil)
 	h.sweep()
 	assert.True(t, h.mustResponse(1).OK)
@@ -382,10 +382,10 @@ func TestAPanickingLedgerHookIsSwallowed(t *testing.T) {
 func TestSweepKilledRightAfterTheReservationSettlesOneCallAndOneError(t *testing.T) {
 	read := echoTool("read")
 	h := newHarness(t, read)
-	ledger := Ledger{}
-	h.cfg.OnClaim = func(id int64, kind ClaimKind, tool string) {
+	ledger := claimLedger{}
+	h.cfg.onClaim = func(id int64, kind claimKind, tool string) {
 		ledger.Record(id, kind, tool)
-		if kind == ClaimReserved {
+		if kind == claimReserved {
 			runtime.Goexit() // the sweep dies right after the feed
 		}
 	}
@@ -393,17 +393,17 @@ func TestSweepKilledRightAfterTheReservationSettlesOneCallAndOneError(t *testing
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = Sweep(context.Background(), h.cfg, &h.stats)
+		_ = sweepOnce(context.Background(), h.cfg, &h.stats)
 	}()
 	<-done
 
 	_, answered := h.response(1)
 	assert.False(t, answered)
-	assert.False(t, h.exists(MarkerName(1)))
+	assert.False(t, h.exists(markerName(1)))
 	assert.True(t, h.exists(h.reqName(1)), "the request file is intact")
 
-	settled := NewStats() // the dead sweep's stats die with it
-	require.NoError(t, Recover(h.cfg, &settled, ledger))
+	settled := newStats() // the dead sweep's stats die with it
+	require.NoError(t, recoverOnce(h.cfg, &settled, ledger))
 	assert.Equal(t, 1, settled.Calls)
 	assert.Equal(t, 1, settled.Errors)
 	_, answered = h.response(1)

@@ -9,9 +9,9 @@ import (
 	"unicode/utf8"
 )
 
-// Request is an authenticated, validated helper call. Its id comes from
+// validRequest is an authenticated, validated helper call. Its id comes from
 // the file name, never from the body.
-type Request struct {
+type validRequest struct {
 	Tool   string
 	Params map[string]any
 }
@@ -31,34 +31,34 @@ func NewToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// ParseRequest authenticates and validates a request file: num and mac are the number and MAC of its name, body its
+// parseRequest authenticates and validates a request file: num and mac are the number and MAC of its name, body its
 // bytes. Authentication comes first: a MAC that does not match (in
-// constant time) the body under a non-empty token is ErrAuth, whatever the
+// constant time) the body under a non-empty token is errAuth, whatever the
 // body holds. An authenticated body that is not a JSON object of valid
 // UTF-8, whose "tool" is not a string, or whose "params" is neither
-// absent, null, false nor an object is ErrInvalid. The caller must apply
+// absent, null, false nor an object is errInvalid. The caller must apply
 // the replay and budget gates between the two, which is why both come
 // from one pure function: the order is the caller's, the verdicts are
 // here.
-func ParseRequest(token, num, mac string, body []byte) (Request, error) {
+func parseRequest(token, num, mac string, body []byte) (validRequest, error) {
 	if !validMAC(token, KindRequest, num, body, mac) {
-		return Request{}, fmt.Errorf("%w: mac mismatch", ErrAuth)
+		return validRequest{}, fmt.Errorf("%w: mac mismatch", errAuth)
 	}
 	if !utf8.Valid(body) {
-		return Request{}, fmt.Errorf("%w: body is not UTF-8", ErrInvalid)
+		return validRequest{}, fmt.Errorf("%w: body is not UTF-8", errInvalid)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return Request{}, fmt.Errorf("%w: body is not a JSON object", ErrInvalid)
+		return validRequest{}, fmt.Errorf("%w: body is not a JSON object", errInvalid)
 	}
 
-	var req Request
+	var req validRequest
 	raw, ok := fields["tool"]
 	if !ok || !isJSONString(raw) {
-		return Request{}, fmt.Errorf("%w: tool is not a string", ErrInvalid)
+		return validRequest{}, fmt.Errorf("%w: tool is not a string", errInvalid)
 	}
 	if err := json.Unmarshal(raw, &req.Tool); err != nil {
-		return Request{}, fmt.Errorf("%w: tool is not a string", ErrInvalid)
+		return validRequest{}, fmt.Errorf("%w: tool is not a string", errInvalid)
 	}
 	req.Params = map[string]any{}
 	raw = bytes.TrimSpace(fields["params"])
@@ -68,10 +68,10 @@ func ParseRequest(token, num, mac string, body []byte) (Request, error) {
 		// A number float64 cannot hold (1e400) fails here: the tool
 		// could not take it, so the call is invalid, not unauthenticated.
 		if err := json.Unmarshal(raw, &req.Params); err != nil {
-			return Request{}, fmt.Errorf("%w: params: %w", ErrInvalid, err)
+			return validRequest{}, fmt.Errorf("%w: params: %w", errInvalid, err)
 		}
 	default:
-		return Request{}, fmt.Errorf("%w: params is not an object", ErrInvalid)
+		return validRequest{}, fmt.Errorf("%w: params is not an object", errInvalid)
 	}
 	return req, nil
 }

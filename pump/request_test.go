@@ -21,19 +21,19 @@ func TestParseRequestVerdicts(t *testing.T) {
 	}{
 		{"valid", `{"id":1,"tool":"read","params":{"path":"a"}}`, nil},
 		{"a token in the body is ignored", `{"token":"wrong","tool":"read"}`, nil},
-		{"array", `[1,2]`, ErrInvalid},
-		{"not json", `{`, ErrInvalid},
-		{"empty", ``, ErrInvalid},
-		{"invalid utf8", "{\"tool\":\"\xc3\"}", ErrInvalid},
-		{"huge number in params", `{"tool":"read","params":{"n":1e999}}`, ErrInvalid},
+		{"array", `[1,2]`, errInvalid},
+		{"not json", `{`, errInvalid},
+		{"empty", ``, errInvalid},
+		{"invalid utf8", "{\"tool\":\"\xc3\"}", errInvalid},
+		{"huge number in params", `{"tool":"read","params":{"n":1e999}}`, errInvalid},
 		{"huge integer id", `{"id":123456789012345678901234567890,"tool":"read"}`, nil},
-		{"tool object", `{"tool":{}}`, ErrInvalid},
+		{"tool object", `{"tool":{}}`, errInvalid},
 		{"duplicate tool, last wins", `{"tool":5,"tool":"read"}`, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			body := []byte(c.body)
-			_, err := ParseRequest(fuzzToken, "1", FrameMAC(fuzzToken, KindRequest, "1", body), body)
+			_, err := parseRequest(fuzzToken, "1", FrameMAC(fuzzToken, KindRequest, "1", body), body)
 			if c.want == nil {
 				assert.NoError(t, err)
 			} else {
@@ -65,21 +65,21 @@ func TestParseRequestRefusesEveryMACButTheBodysOwn(t *testing.T) {
 		"upper case":           {fuzzToken, "1", strings.ToUpper(good), body},
 		"no mac":               {fuzzToken, "1", "", body},
 		"bridge has no token":  {"", "1", FrameMAC("", KindRequest, "1", body), body},
-		"the token as the mac": {fuzzToken, "1", fuzzToken[:MACLen], body},
+		"the token as the mac": {fuzzToken, "1", fuzzToken[:macLen], body},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseRequest(c.token, c.num, c.mac, c.body)
-			assert.ErrorIs(t, err, ErrAuth)
+			_, err := parseRequest(c.token, c.num, c.mac, c.body)
+			assert.ErrorIs(t, err, errAuth)
 		})
 	}
-	_, err := ParseRequest(fuzzToken, "1", good, body)
+	_, err := parseRequest(fuzzToken, "1", good, body)
 	assert.NoError(t, err)
 }
 
 func TestParseRequestErrorsNeverCarryTheToken(t *testing.T) {
 	body := []byte(`{"tool":` + strconv.Quote(fuzzToken) + `}`)
-	_, err := ParseRequest(fuzzToken, "1", fuzzToken[:MACLen], body)
+	_, err := parseRequest(fuzzToken, "1", fuzzToken[:macLen], body)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), fuzzToken[:20])
 }
@@ -107,10 +107,10 @@ func FuzzParseRequest(f *testing.F) {
 			b[i] = "0123456789abcdef"[(strings.IndexByte("0123456789abcdef", b[i])+1)%16]
 			mac = string(b)
 		}
-		req, err := ParseRequest(token, num, mac, body)
+		req, err := parseRequest(token, num, mac, body)
 		authentic := tamper == 0 && token != ""
 		if err != nil {
-			auth, invalid := errors.Is(err, ErrAuth), errors.Is(err, ErrInvalid)
+			auth, invalid := errors.Is(err, errAuth), errors.Is(err, errInvalid)
 			if auth == invalid {
 				t.Fatalf("error is neither or both sentinels: %v", err)
 			}
@@ -142,7 +142,7 @@ func assertJSONObject(t *testing.T, body []byte) {
 }
 
 func TestParseFrameNameTakesTheLastFieldAsTheMAC(t *testing.T) {
-	mac := strings.Repeat("0f", MACLen/2)
+	mac := strings.Repeat("0f", macLen/2)
 	cases := []struct {
 		name, prefix  string
 		num, wantMAC  string
@@ -184,7 +184,7 @@ func TestParseFrameNameTakesTheLastFieldAsTheMAC(t *testing.T) {
 // is 32 lowercase hex digits and the name is exactly prefix, number and
 // MAC put back together; a reported number is a protocol number.
 func FuzzParseFrameName(f *testing.F) {
-	mac := strings.Repeat("a1", MACLen/2)
+	mac := strings.Repeat("a1", macLen/2)
 	for _, seed := range []string{
 		"text-1-" + mac + ".json", "notify-12-" + mac + ".json", "req--3-" + mac + ".json",
 		"exception-" + mac + ".json", "exception.json", "text-1.json", "text--" + mac + ".json",
@@ -204,7 +204,7 @@ func FuzzParseFrameName(f *testing.F) {
 			}
 			rebuilt := prefix + fr.num + jsonSuffix
 			if fr.mac != "" {
-				if len(fr.mac) != MACLen || !isLowerHex(fr.mac) {
+				if len(fr.mac) != macLen || !isLowerHex(fr.mac) {
 					t.Fatalf("%q: MAC %q is not 32 lowercase hex digits", name, fr.mac)
 				}
 				rebuilt = prefix + fr.num + "-" + fr.mac + jsonSuffix

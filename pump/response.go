@@ -20,7 +20,7 @@ const maxResponseRead = 64 << 20
 // body without it, "{" followed by what comes after the head.
 const (
 	responseHeadOpen = `{"mac":"`
-	responseHeadLen  = len(responseHeadOpen) + MACLen + len(`",`)
+	responseHeadLen  = len(responseHeadOpen) + macLen + len(`",`)
 )
 
 // encodeResponse renders the compact response body, authenticated with
@@ -45,7 +45,7 @@ func encodeResponse(token string, id int64, ok bool, text string) []byte {
 // let anyone without the token have the pump authenticate an answer to
 // any id.
 func unauthenticatedAnswer(id int64) []byte {
-	return appendBody(nil, id, false, MsgAuthFailed)
+	return appendBody(nil, id, false, msgAuthFailed)
 }
 
 func appendBody(b []byte, id int64, ok bool, text string) []byte {
@@ -67,7 +67,7 @@ func responseBody(token string, id int64, file []byte) ([]byte, bool) {
 		string(file[responseHeadLen-2:responseHeadLen]) != `",` {
 		return nil, false
 	}
-	mac := string(file[len(responseHeadOpen) : len(responseHeadOpen)+MACLen])
+	mac := string(file[len(responseHeadOpen) : len(responseHeadOpen)+macLen])
 	body := append([]byte{'{'}, file[responseHeadLen:]...)
 	if !validMAC(token, KindResponse, strconv.FormatInt(id, 10), body, mac) {
 		return nil, false
@@ -129,7 +129,7 @@ func appendU(b []byte, r rune) []byte {
 // followed). A failure is logged and otherwise ignored: a dispatched id's
 // surviving marker makes the next sweep's recovery answer it.
 func (s *sweeper) publish(id int64, ok bool, text string) bool {
-	if err := privatetmp.WriteFile(s.cfg.Dir, ResponseName(id), encodeResponse(s.cfg.Token, id, ok, text)); err != nil {
+	if err := privatetmp.WriteFile(s.cfg.Dir, responseName(id), encodeResponse(s.cfg.Token, id, ok, text)); err != nil {
 		s.cfg.Logger.Warn().Msgf("execute_code rpc response write failed: %v", err)
 		return false
 	}
@@ -148,10 +148,10 @@ func (s *sweeper) answer(id int64, msg string) {
 // must never replace a real answer. The answer carries no MAC (see
 // unauthenticatedAnswer).
 func (s *sweeper) refuseUnauthenticated(id int64) {
-	if isRegular(s.path(ResponseName(id))) {
+	if isRegular(s.path(responseName(id))) {
 		return
 	}
-	if err := privatetmp.WriteFile(s.cfg.Dir, ResponseName(id), unauthenticatedAnswer(id)); err != nil {
+	if err := privatetmp.WriteFile(s.cfg.Dir, responseName(id), unauthenticatedAnswer(id)); err != nil {
 		s.cfg.Logger.Warn().Msgf("execute_code rpc response write failed: %v", err)
 		return
 	}
@@ -178,7 +178,7 @@ func (s *sweeper) ensureAnswered(id int64, msg string) {
 
 // readResponse returns the body of id's authenticated response.
 func (s *sweeper) readResponse(id int64) ([]byte, bool) {
-	file, err := readBounded(s.path(ResponseName(id)), false, maxResponseRead)
+	file, err := readBounded(s.path(responseName(id)), false, maxResponseRead)
 	if err != nil {
 		return nil, false
 	}

@@ -268,7 +268,7 @@ func TestARunKeepsTheFiguresOfTheSweepItsEndCancelled(t *testing.T) {
 	assert.False(t, st.AccountingLoss)
 	_, answered := h.response(2)
 	assert.False(t, answered, "nobody waits for the answer of an ended run")
-	assert.True(t, h.exists(MarkerName(2)), "left for teardown")
+	assert.True(t, h.exists(markerName(2)), "left for teardown")
 }
 
 func TestARunWhoseSweepIgnoresItsCancellationStillEnds(t *testing.T) {
@@ -307,7 +307,7 @@ func TestAPanickingSweepOfARunIsContainedAndSettledConservatively(t *testing.T) 
 	h.cfg.PollInterval = time.Millisecond
 	var fired atomic.Bool
 	h.hooks.unlink = func(path string) error {
-		if filepath.Base(path) == MarkerName(1) && fired.CompareAndSwap(false, true) {
+		if filepath.Base(path) == markerName(1) && fired.CompareAndSwap(false, true) {
 			panic("sweep broke")
 		}
 		return syscall.Unlink(path)

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// ErrStopped is what DrainAndStats returns once the server is gone; the
+// errStopped is what DrainAndStats returns once the server is gone; the
 // caller must treat the cell's accounting as lost (docs/architecture.md,
 // Rules: lost accounting is never trusted).
-var ErrStopped = errors.New("pump server stopped")
+var errStopped = errors.New("pump server stopped")
 
 // abortWait is how long Abort lets an in-flight sweep finish on its own
 // before cancelling it.
@@ -61,7 +61,7 @@ type Server struct {
 	done      chan struct{} // closed when the loop has ended
 
 	ledgerMu sync.Mutex
-	ledger   Ledger
+	ledger   claimLedger
 
 	// Owned by the loop goroutine.
 	stats  Stats
@@ -77,7 +77,7 @@ func (s *Server) claimedLive(id int64) (string, bool) {
 	s.ledgerMu.Lock()
 	defer s.ledgerMu.Unlock()
 	e, ok := s.ledger[id]
-	return e.Tool, ok && e.Kind == ClaimClaimed
+	return e.Tool, ok && e.Kind == claimClaimed
 }
 
 // flight is the sweep in progress.
@@ -100,12 +100,10 @@ type sweepResult struct {
 	fault string
 }
 
-// StartServer validates cfg (a refusal wraps
-// ErrInvalidConfig in a *ConfigError naming the key) and starts a session
-// cell's server. It subscribes to cfg.Bells, so every request-bell ring
-// sweeps, and sweeps on the fallback timer otherwise. cfg.OnClaim, if
-// set, only observes: the ledger is always the server's own, recorded
-// before the observer is called.
+// StartServer validates cfg (a refusal names the key it refused) and
+// starts a session cell's server. It subscribes to cfg.Bells, so every
+// request-bell ring sweeps, and sweeps on the fallback timer otherwise.
+// The claim ledger is always the server's own.
 func StartServer(cfg Config) (*Server, error) {
 	return startServer(cfg, hooks{})
 }
@@ -163,12 +161,12 @@ func newServer(parent context.Context, cfg Config, h hooks) *Server {
 		drains:    make(chan chan Stats),
 		results:   make(chan sweepResult),
 		done:      make(chan struct{}),
-		ledger:    Ledger{},
-		stats:     NewStats(),
+		ledger:    claimLedger{},
+		stats:     newStats(),
 		hooks:     h.settled(),
 	}
-	observer := cfg.OnClaim
-	cfg.OnClaim = func(id int64, kind ClaimKind, tool string) {
+	observer := cfg.onClaim
+	cfg.onClaim = func(id int64, kind claimKind, tool string) {
 		s.ledgerMu.Lock()
 		s.ledger.Record(id, kind, tool)
 		s.ledgerMu.Unlock()
@@ -223,13 +221,13 @@ func (s *Server) Abort(ctx context.Context) {
 // caller must not trust the run (docs/architecture.md, Rules: lost
 // accounting is never trusted).
 func (s *Server) DrainAndStats(ctx context.Context) (Stats, error) {
-	lost := NewStats()
+	lost := newStats()
 	lost.AccountingLoss = true
 	reply := make(chan Stats, 1)
 	select {
 	case s.drains <- reply:
 	case <-s.done:
-		return lost, ErrStopped
+		return lost, errStopped
 	case <-ctx.Done():
 		return lost, fmt.Errorf("pump server stats: %w", ctx.Err())
 	}

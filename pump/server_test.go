@@ -104,8 +104,8 @@ func TestStartServerRefusesAnInvalidConfigNamingTheKey(t *testing.T) {
 			srv, err := StartServer(h.cfg)
 			require.Error(t, err)
 			assert.Nil(t, srv)
-			assert.ErrorIs(t, err, ErrInvalidConfig)
-			var ce *ConfigError
+			assert.ErrorIs(t, err, errInvalidConfig)
+			var ce *configError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tc.key, ce.Key)
 			assert.Contains(t, err.Error(), tc.key)
@@ -135,7 +135,7 @@ func TestServerAnswersOnAWakeUpAndRingsBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, n)
 	assert.Equal(t, response{ID: 1, OK: true, Content: "hi"}, h.mustResponse(1))
-	assert.False(t, h.exists(MarkerName(1)))
+	assert.False(t, h.exists(markerName(1)))
 
 	st := finalStats(t, srv)
 	assert.Equal(t, 1, st.Calls)
@@ -200,7 +200,7 @@ func TestServerLedgerHearsReservationThenClaimBeforeTheMarkerExists(t *testing.T
 	h.cfg.PollInterval = time.Millisecond
 	type feed struct {
 		id            int64
-		kind          ClaimKind
+		kind          claimKind
 		tool          string
 		inLedger      bool
 		markerExists  bool
@@ -212,14 +212,14 @@ func TestServerLedgerHearsReservationThenClaimBeforeTheMarkerExists(t *testing.T
 		srvp  atomic.Pointer[Server]
 		ready = make(chan struct{})
 	)
-	h.cfg.OnClaim = func(id int64, kind ClaimKind, tool string) {
+	h.cfg.onClaim = func(id int64, kind claimKind, tool string) {
 		<-ready
 		srv := srvp.Load()
 		srv.ledgerMu.Lock()
-		recorded := srv.ledger[id] == LedgerEntry{Kind: kind, Tool: tool}
+		recorded := srv.ledger[id] == ledgerEntry{Kind: kind, Tool: tool}
 		srv.ledgerMu.Unlock()
 		mu.Lock()
-		feeds = append(feeds, feed{id, kind, tool, recorded, h.exists(MarkerName(id)), h.exists(h.reqName(id))})
+		feeds = append(feeds, feed{id, kind, tool, recorded, h.exists(markerName(id)), h.exists(h.reqName(id))})
 		mu.Unlock()
 	}
 	srv := h.start()
@@ -231,8 +231,8 @@ func TestServerLedgerHearsReservationThenClaimBeforeTheMarkerExists(t *testing.T
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []feed{
-		{1, ClaimReserved, "", true, false, true},
-		{1, ClaimClaimed, "read", true, false, true},
+		{1, claimReserved, "", true, false, true},
+		{1, claimClaimed, "read", true, false, true},
 	}, feeds, "the server's ledger holds each entry before the observer hears it, and before the marker exists")
 	assert.Equal(t, 1, finalStats(t, srv).Calls)
 }
@@ -258,8 +258,8 @@ func abortInFlight(t *testing.T, n int64) (*harness, *blocker, Stats) {
 func TestAbortDuringTwoInFlightDispatchesAnswersBothInterrupted(t *testing.T) {
 	h, slow, st := abortInFlight(t, 2)
 	for id := int64(1); id <= 2; id++ {
-		assert.Equal(t, response{ID: id, Error: MsgInterrupted}, h.mustResponse(id))
-		assert.False(t, h.exists(MarkerName(id)))
+		assert.Equal(t, response{ID: id, Error: msgInterrupted}, h.mustResponse(id))
+		assert.False(t, h.exists(markerName(id)))
 	}
 	assert.Equal(t, 2, st.Calls)
 	assert.Equal(t, 2, st.Errors)
@@ -273,7 +273,7 @@ func TestAbortDuringTwoInFlightDispatchesAnswersBothInterrupted(t *testing.T) {
 func TestAbortedSweepsThreeClaimsAreAnsweredOnceAndNeverRerun(t *testing.T) {
 	h, slow, st := abortInFlight(t, 3)
 	for id := int64(1); id <= 3; id++ {
-		assert.Equal(t, MsgInterrupted, h.mustResponse(id).Error)
+		assert.Equal(t, msgInterrupted, h.mustResponse(id).Error)
 	}
 	assert.Equal(t, 3, st.Calls)
 	assert.Equal(t, 3, st.Errors)
@@ -294,7 +294,7 @@ func TestAbortRightAfterAPublishedAnswerKeepsTheRealAccounting(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	h.hooks.unlink = func(path string) error {
-		if filepath.Base(path) == MarkerName(1) {
+		if filepath.Base(path) == markerName(1) {
 			// The answer is on disk; the sweep has not returned yet.
 			once.Do(func() {
 				close(published)
@@ -332,11 +332,11 @@ func TestAbortAnswersAClaimWhoseMarkerTheScriptDeletedFromTheLedger(t *testing.T
 	srv := h.start()
 	h.request(1, "webfetch", nil)
 	slow.waitStart(t)
-	require.NoError(t, os.Remove(h.path(MarkerName(1))), "the script destroys its marker")
+	require.NoError(t, os.Remove(h.path(markerName(1))), "the script destroys its marker")
 
 	abort(srv)
 	st := finalStats(t, srv)
-	assert.Equal(t, response{ID: 1, Error: MsgInterrupted}, h.mustResponse(1))
+	assert.Equal(t, response{ID: 1, Error: msgInterrupted}, h.mustResponse(1))
 	assert.Equal(t, 1, st.Calls)
 	assert.Equal(t, 1, st.Errors)
 	assert.True(t, st.AccountingLoss)
@@ -376,7 +376,7 @@ func TestAPanickingSweepIsSettledConservativelyAndTheServerKeepsServing(t *testi
 	h.hooks.unlink = func(path string) error {
 		// A fault in the sweep body after answer 1 was published, with a
 		// payload that must never be logged.
-		if filepath.Base(path) == MarkerName(1) && fired.CompareAndSwap(false, true) {
+		if filepath.Base(path) == markerName(1) && fired.CompareAndSwap(false, true) {
 			panic(errors.New("sweep broke holding " + secret))
 		}
 		return syscall.Unlink(path)
@@ -389,7 +389,7 @@ func TestAPanickingSweepIsSettledConservativelyAndTheServerKeepsServing(t *testi
 
 	st := finalStats(t, srv)
 	assert.Equal(t, "one", h.mustResponse(1).Content, "the published answer survives")
-	assert.Equal(t, MsgInterrupted, h.mustResponse(2).Error)
+	assert.Equal(t, msgInterrupted, h.mustResponse(2).Error)
 	assert.Equal(t, 2, st.Calls)
 	assert.Equal(t, 1, st.Errors)
 	assert.EqualValues(t, 3, st.Bytes, "call 1's real accounting is restored from its answer")
@@ -398,12 +398,12 @@ func TestAPanickingSweepIsSettledConservativelyAndTheServerKeepsServing(t *testi
 	assert.NotContains(t, logs.String(), secret)
 
 	// Later sweeps keep serving, and the settled ids stay remembered.
-	require.NoError(t, os.Remove(h.path(ResponseName(2))))
+	require.NoError(t, os.Remove(h.path(responseName(2))))
 	h.request(2, "read", nil)
 	h.request(3, "read", map[string]any{"text": "three"})
 	waitFor(t, "the answer to call 3", h.answered(3))
 	waitFor(t, "the replay to be refused", h.answered(2))
-	assert.Equal(t, MsgReplayed, h.mustResponse(2).Error)
+	assert.Equal(t, msgReplayed, h.mustResponse(2).Error)
 	assert.Equal(t, "three", h.mustResponse(3).Content)
 	st = finalStats(t, srv)
 	assert.Equal(t, 3, st.Calls)
@@ -415,8 +415,8 @@ func TestASweepThatDiesRightAfterTheReservationIsChargedOneCallAndOneError(t *te
 	h := newHarness(t, read)
 	h.cfg.PollInterval = time.Millisecond
 	var died atomic.Bool
-	h.cfg.OnClaim = func(_ int64, kind ClaimKind, _ string) {
-		if kind == ClaimReserved && died.CompareAndSwap(false, true) {
+	h.cfg.onClaim = func(_ int64, kind claimKind, _ string) {
+		if kind == claimReserved && died.CompareAndSwap(false, true) {
 			runtime.Goexit() // the sweep goroutine dies right after the feed
 		}
 	}
@@ -428,12 +428,12 @@ func TestASweepThatDiesRightAfterTheReservationIsChargedOneCallAndOneError(t *te
 	waitFor(t, "the leftover request's answer", h.answered(1))
 
 	st := finalStats(t, srv)
-	assert.Equal(t, MsgReplayed, h.mustResponse(1).Error)
+	assert.Equal(t, msgReplayed, h.mustResponse(1).Error)
 	assert.Equal(t, 1, st.Calls, "one call charged, once")
 	assert.Equal(t, 2, st.Errors, "the dead reservation and the refused replay")
 	assert.True(t, st.AccountingLoss)
 	assert.Zero(t, read.runs.Load())
-	assert.False(t, h.exists(MarkerName(1)))
+	assert.False(t, h.exists(markerName(1)))
 	assert.Contains(t, logs.String(), "execute_code rpc sweep failed (exit); settling conservatively")
 }
 
@@ -551,7 +551,7 @@ func TestStopUnlinksAtMostTenThousandEntriesAndNeverRecurses(t *testing.T) {
 	srv.Stop(context.Background()) // idempotent: no second cleanup
 	assert.Len(t, h.names(), left)
 	_, err := srv.DrainAndStats(context.Background())
-	assert.ErrorIs(t, err, ErrStopped)
+	assert.ErrorIs(t, err, errStopped)
 	srv.Abort(context.Background()) // harmless once stopped
 }
 
@@ -618,17 +618,17 @@ func TestACompletedSweepsUnpublishableAnswerLeavesNoMarkerBehind(t *testing.T) {
 	h.cfg.PollInterval = time.Hour
 	logs := h.captureLog()
 	// A directory at the response name makes every publish of answer 1 fail.
-	require.NoError(t, os.Mkdir(h.path(ResponseName(1)), 0o700))
+	require.NoError(t, os.Mkdir(h.path(responseName(1)), 0o700))
 	srv := h.start()
 	h.request(1, "read", nil)
 	ringHost(t, b)
 	waitFor(t, "the claim to be made", func() bool { return !h.exists(h.reqName(1)) })
-	waitFor(t, "settlement to clear the marker", func() bool { return !h.exists(MarkerName(1)) })
+	waitFor(t, "settlement to clear the marker", func() bool { return !h.exists(markerName(1)) })
 
 	st := finalStats(t, srv)
 	assert.Equal(t, 1, st.Calls, "charged once, not again by recovery")
 	assert.False(t, st.AccountingLoss)
-	assert.DirExists(t, h.path(ResponseName(1)))
+	assert.DirExists(t, h.path(responseName(1)))
 	assert.Contains(t, logs.String(), "execute_code rpc response write failed")
 }
 
@@ -644,7 +644,7 @@ func TestAResultFromAnOlderGenerationNeverSettlesTheCurrentSweep(t *testing.T) {
 
 	// What an abandoned sweep would report, arriving while a newer sweep
 	// is in flight: richer stats it must never be allowed to install.
-	forged := NewStats()
+	forged := newStats()
 	forged.Calls, forged.Bytes = 50, 1<<20
 	srv.results <- sweepResult{gen: 0, stats: forged}
 	assert.Zero(t, <-stale)
@@ -665,7 +665,7 @@ func TestStatsIncludeWhatAnAbandonedSweepReservedAfterItWasSettled(t *testing.T)
 	// A late feed from an abandoned sweep: a reservation of an id no
 	// settlement has seen (the feed precedes the spend, so the sweep may
 	// have charged it in stats nobody will adopt).
-	srv.cfg.OnClaim(7, ClaimReserved, "")
+	srv.cfg.onClaim(7, claimReserved, "")
 	h.request(7, "read", nil)
 
 	st := finalStats(t, srv)

@@ -78,7 +78,7 @@ func (s *Server) absorbLateFeeds() {
 	}
 }
 
-func (s *Server) hasUnseen(ledger Ledger) bool {
+func (s *Server) hasUnseen(ledger claimLedger) bool {
 	for id := range ledger {
 		if !s.stats.seen(id) {
 			return true
@@ -88,17 +88,17 @@ func (s *Server) hasUnseen(ledger Ledger) bool {
 }
 
 // takeLedger returns the ledger and starts an empty one.
-func (s *Server) takeLedger() Ledger {
+func (s *Server) takeLedger() claimLedger {
 	s.ledgerMu.Lock()
 	defer s.ledgerMu.Unlock()
 	l := s.ledger
-	s.ledger = Ledger{}
+	s.ledger = claimLedger{}
 	return l
 }
 
 // recoverClaims runs recovery on a copy of the stats and adopts it only
 // if it succeeds: a failing recovery keeps the previous stats.
-func (s *Server) recoverClaims(ledger Ledger) {
+func (s *Server) recoverClaims(ledger claimLedger) {
 	stats := s.stats.Clone()
 	err := s.contain(func() error { return s.sweeper(&stats).recoverDebts(ledger) })
 	if err != nil {

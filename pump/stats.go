@@ -30,8 +30,8 @@ type Stats struct {
 	prior map[int64]struct{}
 }
 
-// NewStats returns empty accounting.
-func NewStats() Stats {
+// newStats returns empty accounting.
+func newStats() Stats {
 	return Stats{ToolsUsed: map[string]struct{}{}, Seen: map[int64]struct{}{}}
 }
 

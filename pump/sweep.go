@@ -26,7 +26,7 @@ type claim struct {
 	claimed time.Time
 }
 
-// Sweep runs one sweep over cfg.Dir (docs/protocol.md, A helper call,
+// sweepOnce runs one sweep over cfg.Dir (docs/protocol.md, A helper call,
 // step by step): recover orphaned
 // claim markers (with an empty ledger), forward notifications, select up to
 // MaxRequestsPerSweep requests, claim them serially in ascending id order
@@ -35,7 +35,7 @@ type claim struct {
 // answering at once, as a killed sweep would: its in-flight and pending
 // claims are counted as errors, their markers stay for recovery, and
 // ctx's error is returned.
-func Sweep(ctx context.Context, cfg Config, stats *Stats) error {
+func sweepOnce(ctx context.Context, cfg Config, stats *Stats) error {
 	return newSweeper(cfg, bridge{}, stats).run(ctx)
 }
 
@@ -85,11 +85,11 @@ func (s *sweeper) claim(e entry) (claim, bool) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return claim{}, false // withdrawn since the listing: nothing to answer
 	}
-	var req Request
+	var req validRequest
 	if err == nil {
-		req, err = ParseRequest(s.cfg.Token, e.num, e.mac, body)
+		req, err = parseRequest(s.cfg.Token, e.num, e.mac, body)
 	}
-	if err != nil && !errors.Is(err, ErrInvalid) {
+	if err != nil && !errors.Is(err, errInvalid) {
 		// Never remembered either: a planted request must not make the
 		// script's own call of that id a replay.
 		s.refuseUnauthenticated(id)
@@ -110,7 +110,7 @@ func (s *sweeper) claim(e entry) (claim, bool) {
 // panic inside (a policy,
 // say) answers "rpc request failed" with the id remembered and no call
 // charged.
-func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c claim, ok bool) {
+func (s *sweeper) claimAuthenticated(e entry, req validRequest, parseErr error) (c claim, ok bool) {
 	id, stats := e.n, s.stats
 	calls, errs, denied := stats.Calls, stats.Errors, stats.Denied
 	defer func() {
@@ -118,7 +118,7 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 			s.cfg.Logger.Warn().Int64("id", id).Str("panic", typeName(r)).
 				Msg("execute_code rpc claim failed; answering rpc request failed")
 			stats.Calls, stats.Errors, stats.Denied = calls, errs, denied
-			s.answer(id, MsgRequestFailed)
+			s.answer(id, msgRequestFailed)
 			_ = s.remove(e.name)
 			stats.remember(id)
 			stats.Errors++
@@ -131,7 +131,7 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 	}
 
 	if stats.seen(id) {
-		refuse(MsgReplayed)
+		refuse(msgReplayed)
 		stats.Errors++
 		return claim{}, false
 	}
@@ -143,18 +143,18 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 	}
 	// The ledger hears of the reservation before the spend, so no kill
 	// can spend a call the ledger cannot prove.
-	feedLedger(&s.cfg, id, ClaimReserved, "")
+	feedLedger(&s.cfg, id, claimReserved, "")
 	stats.remember(id)
 	stats.Calls++
 
 	if parseErr != nil {
-		feedLedger(&s.cfg, id, ClaimInvalid, "")
-		refuse(MsgInvalid)
+		feedLedger(&s.cfg, id, claimInvalid, "")
+		refuse(msgInvalid)
 		stats.Errors++
 		return claim{}, false
 	}
 	if t, found := s.cfg.Tools[req.Tool]; !found || t == nil {
-		feedLedger(&s.cfg, id, ClaimUnknownTool, req.Tool)
+		feedLedger(&s.cfg, id, claimUnknownTool, req.Tool)
 		refuse(msgUnavailable(req.Tool))
 		stats.Errors++
 		return claim{}, false
@@ -166,7 +166,7 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 			if reason == "" {
 				reason = msgDenied(req.Tool)
 			}
-			feedLedger(&s.cfg, id, ClaimDenied, req.Tool)
+			feedLedger(&s.cfg, id, claimDenied, req.Tool)
 			refuse(reason)
 			stats.Denied++
 			return claim{}, false
@@ -175,10 +175,10 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 	}
 
 	// Ledger first: it must be a superset of the published markers.
-	feedLedger(&s.cfg, id, ClaimClaimed, req.Tool)
-	marker := MarkerName(id)
+	feedLedger(&s.cfg, id, claimClaimed, req.Tool)
+	marker := markerName(id)
 	if err := os.Rename(s.path(e.name), s.path(marker)); err != nil {
-		refuse(MsgNotMarked)
+		refuse(msgNotMarked)
 		stats.Errors++
 		return claim{}, false
 	}
@@ -186,7 +186,7 @@ func (s *sweeper) claimAuthenticated(e entry, req Request, parseErr error) (c cl
 	if !isRegular(s.path(marker)) {
 		// A symlinked request became a symlink marker: a marker must be
 		// evidence the script cannot redirect.
-		s.answer(id, MsgNotMarked)
+		s.answer(id, msgNotMarked)
 		_ = s.remove(marker)
 		stats.Errors++
 		return claim{}, false

@@ -5,7 +5,7 @@ import "sync"
 // taskGroup counts a server's goroutines (its loop, its sweeps and their
 // dispatches) so that Stop can wait, under a context, for the last one to
 // end without starting a goroutine of its own to wait on a WaitGroup.
-// A nil group counts nothing: a lone Sweep has none.
+// A nil group counts nothing: a lone sweepOnce has none.
 type taskGroup struct {
 	mu   sync.Mutex
 	n    int

@@ -163,7 +163,7 @@ func TestUnauthenticatedTextBlocksAreRefusedCountedAndNeverCharged(t *testing.T)
 	h.publish(FrameName(KindText, "1", FrameMAC(other, KindText, "1", big)), big)
 	h.publish(FrameName(KindText, "3", FrameMAC(h.token, KindText, "2", genuine)), genuine)
 	h.publish(FrameName(KindText, "0", FrameMAC(h.token, KindNotify, "0", genuine)), genuine)
-	h.publish(FrameName(KindText, "4", strings.Repeat("f", MACLen)), textFrame(4, "guessed"))
+	h.publish(FrameName(KindText, "4", strings.Repeat("f", macLen)), textFrame(4, "guessed"))
 	refused := 0
 	budget := len(genuine) // exactly the genuine block: a charged forgery would push it out
 	assert.Equal(t, []string{"real"}, ReadTextBlocks(h.dir, h.token, budget, func() { refused++ }))

@@ -15,11 +15,11 @@ import (
 
 // Defaults.
 const (
-	DefaultMaxLiveKernels = 16
-	DefaultIdleTimeout    = 30 * time.Minute
-	DefaultReapInterval   = 60 * time.Second
-	DefaultStopTimeout    = 15 * time.Second
-	DefaultStatusTimeout  = 5 * time.Second
+	defaultMaxLiveKernels = 16
+	defaultIdleTimeout    = 30 * time.Minute
+	defaultReapInterval   = 60 * time.Second
+	defaultStopTimeout    = 15 * time.Second
+	defaultStatusTimeout  = 5 * time.Second
 )
 
 // Starter starts the worker of a new kernel for key with the given
@@ -73,13 +73,13 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.MaxLiveKernels <= 0 {
-		c.MaxLiveKernels = DefaultMaxLiveKernels
+		c.MaxLiveKernels = defaultMaxLiveKernels
 	}
 	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
+		c.IdleTimeout = defaultIdleTimeout
 	}
 	if c.ReapInterval <= 0 {
-		c.ReapInterval = DefaultReapInterval
+		c.ReapInterval = defaultReapInterval
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -89,10 +89,10 @@ func (c Config) withDefaults() Config {
 		c.Logger = &nop
 	}
 	if c.StopTimeout <= 0 {
-		c.StopTimeout = DefaultStopTimeout
+		c.StopTimeout = defaultStopTimeout
 	}
 	if c.StatusTimeout <= 0 {
-		c.StatusTimeout = DefaultStatusTimeout
+		c.StatusTimeout = defaultStatusTimeout
 	}
 	return c
 }

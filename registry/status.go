@@ -10,26 +10,24 @@ import (
 // a worker
 // whose status is invalid or that does not answer.
 const (
-	phaseStarting    = kernelworker.PhaseStarting
-	phaseIdle        = kernelworker.PhaseIdle
-	phaseRunning     = kernelworker.PhaseRunning
-	phaseCancelling  = kernelworker.PhaseCancelling
-	phaseStopping    = kernelworker.PhaseStopping
-	phaseUnreachable = PhaseUnreachable
+	phaseStarting   = kernelworker.PhaseStarting
+	phaseIdle       = kernelworker.PhaseIdle
+	phaseRunning    = kernelworker.PhaseRunning
+	phaseCancelling = kernelworker.PhaseCancelling
+	phaseStopping   = kernelworker.PhaseStopping
+	// phaseUnreachable is the snapshot's phase of a kernel whose status is
+	// invalid or missing, and of every kernel still stopping.
+	phaseUnreachable kernelworker.Phase = "unreachable"
 )
 
-// PhaseUnreachable is the snapshot's phase of a kernel whose status is
-// invalid or missing, and of every kernel still stopping.
-const PhaseUnreachable kernelworker.Phase = "unreachable"
-
 // Phases are the keys of Snapshot.Phases, always all present: every worker
-// phase, then PhaseUnreachable.
+// phase, then "unreachable".
 var Phases = func() []string {
 	out := make([]string, 0, len(kernelworker.Phases)+1)
 	for _, p := range kernelworker.Phases {
 		out = append(out, string(p))
 	}
-	return append(out, string(PhaseUnreachable))
+	return append(out, string(phaseUnreachable))
 }()
 
 // workerStatus is a validated status (docs/architecture.md, Worker status).

@@ -122,16 +122,16 @@ func quote(s string) string {
 	return string(out)
 }
 
-// ImportLine is the one line injected before a script: the enabled stubs
+// importLine is the one line injected before a script: the enabled stubs
 // in fixed order between ToolError and the always-present channels.
-func ImportLine(tools []string) string {
+func importLine(tools []string) string {
 	names := append([]string{"ToolError"}, enabled(tools)...)
 	names = append(names, "text", "notify", "batch")
 	return "from " + ModuleName + " import " + strings.Join(names, ", ")
 }
 
-// RenderScript prepends ImportLine to script: exactly one injected line,
+// RenderScript prepends importLine to script: exactly one injected line,
 // so traceback line numbers are offset by 1.
 func RenderScript(script string, tools []string) string {
-	return ImportLine(tools) + "\n" + script
+	return importLine(tools) + "\n" + script
 }

@@ -25,7 +25,7 @@ func TestImportLineListsEnabledStubsInFixedOrder(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, ImportLine(tc.tools))
+			assert.Equal(t, tc.want, importLine(tc.tools))
 		})
 	}
 }
@@ -35,7 +35,7 @@ func TestRenderScriptInjectsExactlyOneLine(t *testing.T) {
 		got := RenderScript(script, []string{"read"})
 		first, rest, found := strings.Cut(got, "\n")
 		require.True(t, found)
-		assert.Equal(t, ImportLine([]string{"read"}), first)
+		assert.Equal(t, importLine([]string{"read"}), first)
 		assert.Equal(t, script, rest)
 		assert.Equal(t, strings.Count(script, "\n")+1, strings.Count(got, "\n"))
 	}

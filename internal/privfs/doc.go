@@ -8,4 +8,6 @@
 // that host left behind, is a python program (internal/proc/guard.py) that
 // runs no host code: it repeats these names and the marker's rules, and
 // the two must change together.
+//
+// It is the runtime's own machinery, with no compatibility promise.
 package privfs

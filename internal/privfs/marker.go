@@ -21,9 +21,9 @@ const (
 	// SpillPrefix names full-output spill files directly in a root:
 	// <root>/pi-python-repl-XXXXXXXXXX.
 	SpillPrefix = "pi-python-repl"
-	// MarkerMax bounds what is read from a marker: a valid one is a host
+	// markerMax bounds what is read from a marker: a valid one is a host
 	// name and a pid, so anything longer is malformed, not worth reading.
-	MarkerMax = 4096
+	markerMax = 4096
 
 	dirMode  = 0o700
 	fileMode = 0o600
@@ -100,11 +100,11 @@ func readMarkerAt(dirfd int) ([]byte, error) {
 	if before.Dev != after.Dev || before.Ino != after.Ino {
 		return nil, fmt.Errorf("%w: %s changed while opened", ErrUnsafe, MarkerName)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, MarkerMax+1))
+	b, err := io.ReadAll(io.LimitReader(f, markerMax+1))
 	if err != nil {
 		return nil, fmt.Errorf("owner marker: %w", err)
 	}
-	if len(b) > MarkerMax {
+	if len(b) > markerMax {
 		return nil, fmt.Errorf("%w: %s is too long", ErrUnsafe, MarkerName)
 	}
 	return b, nil

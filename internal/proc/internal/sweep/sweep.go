@@ -1,6 +1,7 @@
 // Package sweep kills every process of a session, pass after pass over
 // /proc: the host runs it at every interpreter's end. It imports only the
-// standard library and golang.org/x/sys/unix.
+// standard library and golang.org/x/sys/unix. It is the runtime's own
+// machinery, with no compatibility promise.
 package sweep
 
 import (

@@ -1,4 +1,4 @@
-package kernelworker
+package frame
 
 import (
 	"bytes"
@@ -11,23 +11,23 @@ import (
 
 // Protocol constants (docs/protocol.md, Part 2).
 const (
-	// FramePrefix starts every frame the runner writes on its control fd.
-	FramePrefix = "\x1elemon-python\t"
-	// MaxFrameBytes caps one frame line, prefix included, newline excluded.
-	MaxFrameBytes = 262144
+	// Prefix starts every frame the runner writes on its control fd.
+	Prefix = "\x1elemon-python\t"
+	// MaxBytes caps one frame line, prefix included, newline excluded.
+	MaxBytes = 262144
 	// MaxStreamChunk caps the decoded payload of one stream frame.
 	MaxStreamChunk = 65536
 )
 
 // Frame types (docs/protocol.md, Frames).
 const (
-	FrameReady     = "ready"
-	FrameStarted   = "started"
-	FrameStream    = "stream"
-	FrameException = "exception"
-	FrameDone      = "done"
-	FrameFatal     = "fatal"
-	FrameBye       = "bye"
+	Ready     = "ready"
+	Started   = "started"
+	Stream    = "stream"
+	Exception = "exception"
+	Done      = "done"
+	Fatal     = "fatal"
+	Bye       = "bye"
 )
 
 // ErrProtocol is wrapped by every parser error: the runner broke the frame
@@ -52,8 +52,10 @@ func (e *ProtocolError) Error() string {
 func (e *ProtocolError) Unwrap() error { return ErrProtocol }
 
 // Checks of the frame parser (docs/protocol.md, Frames), as
-// ProtocolError.Check.
+// ProtocolError.Check. CheckFatal is the worker's, not the parser's: a
+// well-formed fatal frame ends the kernel as a protocol fault too.
 const (
+	CheckFatal             = "fatal"
 	CheckBadPrefix         = "bad_prefix"
 	CheckFrameTooLarge     = "frame_too_large"
 	CheckInvalidJSON       = "invalid_json"
@@ -104,7 +106,7 @@ type Parser struct {
 	slowOnly  bool // tests and benchmarks: no stream fast path
 }
 
-var prefix = []byte(FramePrefix)
+var prefix = []byte(Prefix)
 
 // Feed adds chunk to the stream and returns the frames it completed, in
 // arrival order. An empty chunk is accepted and completes nothing.
@@ -135,7 +137,7 @@ func (p *Parser) feed(chunk []byte) ([]Frame, error) {
 		}
 		line := rest[:nl]
 		rest = rest[nl+1:]
-		if len(line) > MaxFrameBytes {
+		if len(line) > MaxBytes {
 			return nil, protoErr(CheckFrameTooLarge, strconv.Itoa(len(line)))
 		}
 		if !bytes.HasPrefix(line, prefix) {
@@ -147,7 +149,7 @@ func (p *Parser) feed(chunk []byte) ([]Frame, error) {
 		}
 		frames = append(frames, f)
 	}
-	if len(rest) > MaxFrameBytes {
+	if len(rest) > MaxBytes {
 		return nil, protoErr(CheckFrameTooLarge, strconv.Itoa(len(rest)))
 	}
 	// A remainder that already diverges from the prefix can never become
@@ -171,7 +173,11 @@ func checkPrefix(b []byte) error {
 	return protoErr(CheckBadPrefix, sample(b))
 }
 
-// sample quotes at most the first 32 bytes, marking a cut with "...".
+// Sample quotes at most the first 32 bytes of s, marking a cut with
+// "...": the bound on what of the runner's bytes a ProtocolError.Detail
+// may carry.
+func Sample(s string) string { return sample([]byte(s)) }
+
 func sample(b []byte) string {
 	if len(b) > 32 {
 		return strconv.Quote(string(b[:32])) + "..."
@@ -238,7 +244,7 @@ func streamFastPath(body []byte) (map[string]any, bool) {
 		}
 	}
 	return map[string]any{
-		"v": json.Number("1"), "type": FrameStream, "id": string(id), "stream": stream, "data": string(data),
+		"v": json.Number("1"), "type": Stream, "id": string(id), "stream": stream, "data": string(data),
 	}, true
 }
 
@@ -290,7 +296,7 @@ func (p *Parser) validate(obj map[string]any) (Frame, error) {
 	}
 	typ, _ := t.(string)
 	switch typ {
-	case FrameReady, FrameStarted, FrameStream, FrameException, FrameDone, FrameFatal, FrameBye:
+	case Ready, Started, Stream, Exception, Done, Fatal, Bye:
 	default:
 		return Frame{}, protoErr(CheckUnknownType, describe(t))
 	}
@@ -301,7 +307,7 @@ func (p *Parser) validate(obj map[string]any) (Frame, error) {
 	f := Frame{Type: typ}
 	var err error
 	switch typ {
-	case FrameReady:
+	case Ready:
 		if p.readySeen {
 			return Frame{}, protoErr(CheckUnexpectedFrame, typ)
 		}
@@ -309,7 +315,7 @@ func (p *Parser) validate(obj map[string]any) (Frame, error) {
 			return Frame{}, err
 		}
 		p.readySeen = true
-	case FrameStarted:
+	case Started:
 		if f.ID, err = requiredString(obj, "id"); err != nil {
 			return Frame{}, err
 		}
@@ -317,15 +323,15 @@ func (p *Parser) validate(obj map[string]any) (Frame, error) {
 			return Frame{}, protoErr(CheckCellAlreadyActive, strconv.Quote(p.open))
 		}
 		p.open = f.ID
-	case FrameStream:
+	case Stream:
 		if err = p.fillStream(obj, &f); err != nil {
 			return Frame{}, err
 		}
-	case FrameException:
+	case Exception:
 		if err = p.fillException(obj, &f); err != nil {
 			return Frame{}, err
 		}
-	case FrameDone:
+	case Done:
 		if f.ID, err = p.openCell(obj); err != nil {
 			return Frame{}, err
 		}
@@ -333,12 +339,12 @@ func (p *Parser) validate(obj map[string]any) (Frame, error) {
 			return Frame{}, err
 		}
 		p.open = ""
-	case FrameFatal:
+	case Fatal:
 		if f.Reason, err = optionalString(obj, "reason"); err != nil {
 			return Frame{}, err
 		}
 		p.closed = typ
-	case FrameBye:
+	case Bye:
 		p.closed = typ
 	}
 	return f, nil

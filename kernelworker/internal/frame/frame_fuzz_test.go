@@ -1,4 +1,4 @@
-package kernelworker
+package frame
 
 import (
 	"testing"
@@ -38,7 +38,7 @@ func FuzzParser(f *testing.F) {
 			require.Equal(t, want[i].ID, fr.ID)
 			require.Equal(t, string(want[i].Data), string(fr.Data))
 			require.LessOrEqual(t, len(fr.Data), MaxStreamChunk)
-			if fr.Type == FrameStream {
+			if fr.Type == Stream {
 				require.NotEmpty(t, fr.Data)
 			}
 		}
@@ -63,7 +63,7 @@ func FuzzStreamFastPath(f *testing.F) {
 			require.Equal(t, slow, fast)
 		}
 		// After a started frame for c1, so a stream frame can be valid.
-		in := append([]byte(fr(`{"v":1,"type":"ready"}`)+fr(`{"v":1,"type":"started","id":"c1"}`)+FramePrefix), body...)
+		in := append([]byte(fr(`{"v":1,"type":"ready"}`)+fr(`{"v":1,"type":"started","id":"c1"}`)+Prefix), body...)
 		in = append(in, '\n')
 		var withFast, without Parser
 		without.slowOnly = true

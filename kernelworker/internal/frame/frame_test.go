@@ -1,4 +1,4 @@
-package kernelworker
+package frame
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 )
 
 // fr builds one frame line from its JSON body.
-func fr(body string) string { return FramePrefix + body + "\n" }
+func fr(body string) string { return Prefix + body + "\n" }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
@@ -29,16 +29,16 @@ var conversation = fr(`{"v":1,"type":"ready","pid":4242}`) +
 	fr(`{"v":1,"type":"bye"}`)
 
 var conversationFrames = []Frame{
-	{Type: FrameReady, PID: 4242},
-	{Type: FrameStarted, ID: "cell-1"},
-	{Type: FrameStream, ID: "cell-1", Stream: "stdout", Data: []byte("hello\n")},
-	{Type: FrameStream, ID: "cell-1", Stream: "stderr", Data: []byte("é\x00")},
-	{Type: FrameException, ID: "cell-1", Kind: "error", Name: "ValueError", Message: "boom"},
-	{Type: FrameException, ID: "cell-1", Kind: "interrupted", Name: "KeyboardInterrupt"},
-	{Type: FrameDone, ID: "cell-1", Dropped: 12},
-	{Type: FrameStarted, ID: "cell-2"},
-	{Type: FrameDone, ID: "cell-2"},
-	{Type: FrameBye},
+	{Type: Ready, PID: 4242},
+	{Type: Started, ID: "cell-1"},
+	{Type: Stream, ID: "cell-1", Stream: "stdout", Data: []byte("hello\n")},
+	{Type: Stream, ID: "cell-1", Stream: "stderr", Data: []byte("é\x00")},
+	{Type: Exception, ID: "cell-1", Kind: "error", Name: "ValueError", Message: "boom"},
+	{Type: Exception, ID: "cell-1", Kind: "interrupted", Name: "KeyboardInterrupt"},
+	{Type: Done, ID: "cell-1", Dropped: 12},
+	{Type: Started, ID: "cell-2"},
+	{Type: Done, ID: "cell-2"},
+	{Type: Bye},
 }
 
 func TestParserDeliversFramesInOrderFromOneChunk(t *testing.T) {
@@ -73,7 +73,7 @@ func TestParserAcceptsAnEmptyChunk(t *testing.T) {
 	frames, err := p.Feed(nil)
 	require.NoError(t, err)
 	assert.Empty(t, frames)
-	frames, err = p.Feed([]byte(FramePrefix[:5]))
+	frames, err = p.Feed([]byte(Prefix[:5]))
 	require.NoError(t, err)
 	assert.Empty(t, frames)
 	frames, err = p.Feed([]byte{})
@@ -85,7 +85,7 @@ func TestParserAcceptsAnEmptyChunk(t *testing.T) {
 // bytes, the padding in an ignored field.
 func padFrame(t *testing.T, n int) string {
 	t.Helper()
-	head := FramePrefix + `{"v":1,"type":"started","id":"cell-1","pad":"`
+	head := Prefix + `{"v":1,"type":"started","id":"cell-1","pad":"`
 	tail := `"}`
 	require.Greater(t, n, len(head)+len(tail))
 	return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
@@ -93,7 +93,7 @@ func padFrame(t *testing.T, n int) string {
 
 func TestParserAcceptsAFrameOfExactlyTheCap(t *testing.T) {
 	var p Parser
-	frames, err := p.Feed([]byte(padFrame(t, MaxFrameBytes) + "\n"))
+	frames, err := p.Feed([]byte(padFrame(t, MaxBytes) + "\n"))
 	require.NoError(t, err)
 	require.Len(t, frames, 1)
 	assert.Equal(t, "cell-1", frames[0].ID)
@@ -113,7 +113,7 @@ func TestParserAcceptsAStreamChunkOfExactlyTheCap(t *testing.T) {
 
 func TestParserRejectsAnUnterminatedFrameOverTheCapBeforeItsNewline(t *testing.T) {
 	var p Parser
-	_, err := p.Feed([]byte(padFrame(t, MaxFrameBytes)))
+	_, err := p.Feed([]byte(padFrame(t, MaxBytes)))
 	require.NoError(t, err, "exactly the cap may still get its newline")
 	_, err = p.Feed([]byte("x"))
 	assertCheck(t, err, CheckFrameTooLarge)
@@ -165,8 +165,8 @@ func TestParserRejectsEveryProtocolViolation(t *testing.T) {
 		{"empty line", "\n", CheckBadPrefix},
 		{"line without the prefix", fr(ready) + "\x1elemon-pythonX{}\n", CheckBadPrefix},
 		{"prefix without tab", "\x1elemon-python{}\n", CheckBadPrefix},
-		{"line over the cap", padFrame(t, MaxFrameBytes+1) + "\n", CheckFrameTooLarge},
-		{"remainder over the cap", padFrame(t, MaxFrameBytes+1), CheckFrameTooLarge},
+		{"line over the cap", padFrame(t, MaxBytes+1) + "\n", CheckFrameTooLarge},
+		{"remainder over the cap", padFrame(t, MaxBytes+1), CheckFrameTooLarge},
 		{"invalid json", fr(`{"v":1,`), CheckInvalidJSON},
 		{"trailing data", fr(`{"v":1,"type":"ready"} {}`), CheckInvalidJSON},
 		{"array", fr(`[1]`), CheckInvalidJSON},
@@ -248,9 +248,9 @@ func TestParserAcceptsOptionalFieldsAsNull(t *testing.T) {
 		fr(`{"v":1,"type":"fatal","reason":null}`)))
 	require.NoError(t, err)
 	require.Len(t, frames, 6)
-	assert.Equal(t, Frame{Type: FrameReady}, frames[0])
-	assert.Equal(t, Frame{Type: FrameException, ID: "c", Kind: "unsupported_input", Name: "UnsupportedInput", Message: "m", Traceback: "t"}, frames[3])
-	assert.Equal(t, Frame{Type: FrameFatal}, frames[5])
+	assert.Equal(t, Frame{Type: Ready}, frames[0])
+	assert.Equal(t, Frame{Type: Exception, ID: "c", Kind: "unsupported_input", Name: "UnsupportedInput", Message: "m", Traceback: "t"}, frames[3])
+	assert.Equal(t, Frame{Type: Fatal}, frames[5])
 }
 
 func TestParserErrorSampleIsBounded(t *testing.T) {
