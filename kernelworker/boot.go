@@ -28,17 +28,17 @@ const (
 // process, pipes and doorbells. The worker actor owns it; release frees
 // it all once the process is gone.
 type kernel struct {
-	dir    string
-	proc   *proc.Process
-	bells  *bell.Pair
-	stdin  *requestWriter
+	dir   string
+	proc  *proc.Process
+	bells *bell.Pair
+	stdin *requestWriter
 	// capture is the host's copy of the read end of the pipe behind the
 	// kernel's fds 1 and 2: read only once the kernel is gone, for what
 	// its drainer had no time to turn into frames.
 	capture *os.File
 	frames  *frameSink
-	stderr *proc.TailBuffer
-	booted time.Time
+	stderr  *proc.TailBuffer
+	booted  time.Time
 }
 
 // Start boots a kernel synchronously (docs/architecture.md, Boot:

@@ -1,9 +1,10 @@
 package kernelworker
 
 import (
+	"time"
+
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/kernelworker/internal/frame"
-	"time"
 )
 
 // cell is one Execute from its arrival to its one CellResult.

@@ -1,12 +1,12 @@
 package kernelworker
 
 import (
-	"github.com/executecode/executecode/internal/proc"
 	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/telemetry"
 )
 

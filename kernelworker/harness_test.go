@@ -2,7 +2,6 @@ package kernelworker
 
 import (
 	"context"
-	"github.com/executecode/executecode/internal/proc"
 	"io"
 	"log/slog"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"

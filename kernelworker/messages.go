@@ -2,8 +2,9 @@ package kernelworker
 
 import (
 	"context"
-	"github.com/executecode/executecode/internal/proc"
 	"time"
+
+	"github.com/executecode/executecode/internal/proc"
 )
 
 // Execute asks the worker to run one cell. Send it with Send (not a

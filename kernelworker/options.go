@@ -2,7 +2,6 @@ package kernelworker
 
 import (
 	"errors"
-	"github.com/executecode/executecode/internal/proc"
 	"os"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/executecode/executecode/internal/bell"
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/telemetry"
 )
 

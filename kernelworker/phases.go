@@ -2,12 +2,13 @@ package kernelworker
 
 import (
 	"fmt"
-	"github.com/executecode/executecode/internal/proc"
-	"github.com/executecode/executecode/kernelworker/internal/frame"
 	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/executecode/executecode/internal/proc"
+	"github.com/executecode/executecode/kernelworker/internal/frame"
 )
 
 // A phase is one behaviour of the worker (docs/architecture.md, Phases):

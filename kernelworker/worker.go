@@ -2,14 +2,14 @@ package kernelworker
 
 import (
 	"context"
-	"github.com/executecode/executecode/internal/proc"
-	"github.com/executecode/executecode/kernelworker/internal/frame"
 	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/executecode/executecode/internal/proc"
+	"github.com/executecode/executecode/kernelworker/internal/frame"
 	"github.com/executecode/executecode/telemetry"
 )
 

@@ -2,7 +2,6 @@ package kernelworker
 
 import (
 	"context"
-	"github.com/executecode/executecode/internal/proc"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/internal/proctest"
 	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"
