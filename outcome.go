@@ -57,11 +57,11 @@ type fallbackFacts struct {
 	resetPerformed bool
 }
 
-// format builds the model-visible result of o (README.md, The result):
-// the headline, the text() blocks, then the
-// labelled diagnostics tail with its spill note. A cell's result is laid
-// out and worded as a per-call run's where the ending exists in both
-// modes, and every cell ending that loses the state says so.
+// format builds the model-visible result of o (README.md, The result): the
+// headline, the text() blocks, then the labelled diagnostics tail with its
+// spill note. A cell's result is laid out and worded as a per-call run's
+// where the ending exists in both modes, and every cell ending that loses
+// the state says so.
 func (r *Runtime) format(o outcome) Result {
 	d := r.details(o)
 	sp := spillOf(o.output)

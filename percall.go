@@ -35,12 +35,11 @@ type workspace struct {
 	tokenFD   int
 }
 
-// stage builds the workspace (docs/protocol.md, Layout and teardown):
-// base → rpc dir → shim →
-// script, each created privately, and the socket that hands python the
-// token. The token is never written to the workspace or the environment:
-// any process of the user can read those of another run. Any failure
-// removes the base and closes the socket.
+// stage builds the workspace (docs/protocol.md, Layout and teardown): base →
+// rpc dir → shim → script, each created privately, and the socket that hands
+// python the token. The token is never written to the workspace or the
+// environment: any process of the user can read those of another run. Any
+// failure removes the base and closes the socket.
 func (r *Runtime) stage(root *privatetmp.Root, script string) (ws workspace, err error) {
 	ws.base, err = privatetmp.ReserveDir(root.Path(), "lemon-exec-code")
 	if err != nil {

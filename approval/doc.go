@@ -22,17 +22,17 @@
 // of the broker forgets those it stored (later calls prompt again) and
 // cancels every pending prompt.
 //
-// Watchers: Broker.Watch spawns a child actor that
-// cancels the prompt after the sweep's end and again after the dispatch's
-// end, and stops once both ended and both cancels were applied. The second
-// cancel is enqueued strictly after the dispatch ended, hence after any
-// registration the dispatch made, so a prompt registered after the sweep
-// died cannot be orphaned. Boundary: a prompt lives as long as its
-// dispatch; tool code that keeps a dispatch running past its sweep (for
-// example a Request on a context not derived from the sweep's) keeps its
-// prompt until that dispatch ends, then the watcher reaps it. A restart
-// of the broker stops its watchers with it; a prompt registered after a
-// restart is unwatched and ends with its waiter (its context or timeout).
+// Watchers: Broker.Watch spawns a child actor that cancels the prompt after
+// the sweep's end and again after the dispatch's end, and stops once both
+// ended and both cancels were applied. The second cancel is enqueued
+// strictly after the dispatch ended, hence after any registration the
+// dispatch made, so a prompt registered after the sweep died cannot be
+// orphaned. Boundary: a prompt lives as long as its dispatch; tool code that
+// keeps a dispatch running past its sweep (for example a Request on a
+// context not derived from the sweep's) keeps its prompt until that dispatch
+// ends, then the watcher reaps it. A restart of the broker stops its
+// watchers with it; a prompt registered after a restart is unwatched and
+// ends with its waiter (its context or timeout).
 //
 // The package may call telemetry (counts and bounded enums only: the tool
 // as an allowlist name or "other", the decision) and zerolog. It never

@@ -61,11 +61,11 @@ func roundTrip(b *testing.B, wakeups bool, calls int, tmpDir string) (median, p9
 // when TMPDIR is unset) and with workspaces on the disk's temp directory.
 // Fewer calls are made poll-only: each costs tens of milliseconds.
 //
-// A run's response files stay in its rpc directory until the run ends
-// (they are removed with it), so every sweep lists more of them: 1,000
-// calls measure a
-// directory of 500 files on average. Runs within the default budget of 100
-// calls are measured too (the median of five such runs' medians).
+// A run's response files stay in its rpc directory until the run ends (they
+// are removed with it), so every sweep lists more of them: 1,000 calls
+// measure a directory of 500 files on average. Runs within the default
+// budget of 100 calls are measured too (the median of five such runs'
+// medians).
 func BenchmarkHelperRoundTrip(b *testing.B) {
 	for b.Loop() {
 		var budget []float64

@@ -195,8 +195,8 @@ func TestSnapshotCountsLiveKernels(t *testing.T) {
 }
 
 // Owner departure (docs/architecture.md): a departing co-owner loses only
-// its queued cell; the kernel and
-// the other owner's running cell are untouched.
+// its queued cell; the kernel and the other owner's running cell are
+// untouched.
 func TestDepartingCoOwnerLosesOnlyItsQueuedCell(t *testing.T) {
 	e := sessionEnv(t, nil)
 	a, b := e.attach("shared"), e.attach("shared")

@@ -1,11 +1,9 @@
-// Package introspect is what an operator can see of the runtime, and
-// nothing of what its scripts do: the aggregate Snapshot of the kernel
-// subsystem (exact counts and the settings in effect), answered by an
-// introspect
-// actor that asks the registry; the Journal, a bounded ring of redacted
-// python_repl_lifecycle_observed entries (docs/architecture.md,
-// Telemetry); and Metrics, a
-// Prometheus collector over the same events and snapshot.
+// Package introspect is what an operator can see of the runtime, and nothing
+// of what its scripts do: the aggregate Snapshot of the kernel subsystem
+// (exact counts and the settings in effect), answered by an introspect actor
+// that asks the registry; the Journal, a bounded ring of redacted
+// python_repl_lifecycle_observed entries (docs/architecture.md, Telemetry);
+// and Metrics, a Prometheus collector over the same events and snapshot.
 //
 // It reads telemetry events and registry snapshots only. It holds no
 // identity, key, path, PID, code, output or error text: entries are

@@ -8,9 +8,8 @@ import (
 )
 
 // Snapshot is the aggregate state of the kernel subsystem
-// (docs/architecture.md, Snapshot): exact counts and the settings in
-// effect, never
-// identities, keys, paths, PIDs or payload.
+// (docs/architecture.md, Snapshot): exact counts and the settings in effect,
+// never identities, keys, paths, PIDs or payload.
 type Snapshot struct {
 	Capacity Capacity `json:"capacity"`
 	// Phases counts live kernels by validated status, plus "unreachable"

@@ -41,11 +41,11 @@ type kernel struct {
 	booted  time.Time
 }
 
-// Start boots a kernel synchronously (docs/architecture.md, Boot:
-// workspace, staged runner and helpers, interpreter, init request) and
-// spawns its worker
-// actor as a child of parent. It does not wait for the runner's ready.
-// On failure the error wraps ErrStartupFailed and nothing is left behind.
+// Start boots a kernel synchronously (docs/architecture.md, Boot: workspace,
+// staged runner and helpers, interpreter, init request) and spawns its
+// worker actor as a child of parent. It does not wait for the runner's
+// ready. On failure the error wraps ErrStartupFailed and nothing is left
+// behind.
 func Start(parent actor.SpawnerContext, opts Options) (Handle, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {

@@ -35,9 +35,9 @@ func (w *worker) requestShutdown() {
 	}
 }
 
-// onStop is the external stop (docs/architecture.md, External stop)
-// without blocking the actor: each wait is a
-// phase with a timer that ends at the frame (or exit) it waits for.
+// onStop is the external stop (docs/architecture.md, External stop) without
+// blocking the actor: each wait is a phase with a timer that ends at the
+// frame (or exit) it waits for.
 func (w *worker) onStop(ctx actor.Context, reason string) {
 	p := w.phase
 	if p != phaseStarting && p != phaseIdle && p != phaseRunning && p != phaseCancelling && p != phaseClosing {
@@ -152,10 +152,9 @@ func (w *worker) decide(crash telemetry.SessionCrashReason) {
 	}
 }
 
-// hardTeardown terminates the process group: SIGTERM, a grace, SIGKILL,
-// a grace (docs/architecture.md, Cancellation). The group is signalled
-// while the
-// interpreter is unreaped, so its id cannot have been reused.
+// hardTeardown terminates the process group: SIGTERM, a grace, SIGKILL, a
+// grace (docs/architecture.md, Cancellation). The group is signalled while
+// the interpreter is unreaped, so its id cannot have been reused.
 func (w *worker) hardTeardown(ctx actor.Context, crash telemetry.SessionCrashReason) {
 	w.decide(crash)
 	w.disarmAll()

@@ -13,8 +13,8 @@ import (
 
 // A phase is one behaviour of the worker (docs/architecture.md, Phases):
 // which messages it handles itself (its timers), which frames fit it, and
-// what the
-// interpreter's exit means in it. Everything else goes to worker.common.
+// what the interpreter's exit means in it. Everything else goes to
+// worker.common.
 type phase struct {
 	// name is what Status reports.
 	name Phase

@@ -83,8 +83,7 @@ const stderrTailBytes = 4096
 // requestWriter writes request lines to the runner's fd 0 on its own
 // goroutine, so a runner that stops reading never blocks the actor
 // (docs/protocol.md, Requests). A failed write is dropped: the cell timer
-// and the port
-// exit bound whatever it was for.
+// and the port exit bound whatever it was for.
 type requestWriter struct {
 	f    *os.File
 	reqs chan []byte

@@ -14,11 +14,10 @@ import (
 )
 
 // worker is the actor of one kernel (docs/architecture.md, The kernel
-// worker): it owns the
-// interpreter process, the frame parser, the FIFO of waiting cells, the
-// active cell with its capture and timer, and every step of cancelling and
-// tearing the kernel down. Only its Receive touches this state; the port
-// goroutines and timers just send it messages.
+// worker): it owns the interpreter process, the frame parser, the FIFO of
+// waiting cells, the active cell with its capture and timer, and every step
+// of cancelling and tearing the kernel down. Only its Receive touches this
+// state; the port goroutines and timers just send it messages.
 type worker struct {
 	opts Options
 	log  zerolog.Logger

@@ -7,9 +7,9 @@ import (
 )
 
 // RemoveLimit is the entry-visit budget of one teardown (docs/protocol.md,
-// Layout and teardown): a
-// script that planted a huge tree cannot stall its owner in an unbounded
-// rm -rf; whatever is left stays owner-only under the private root.
+// Layout and teardown): a script that planted a huge tree cannot stall its
+// owner in an unbounded rm -rf; whatever is left stays owner-only under the
+// private root.
 const RemoveLimit = 10000
 
 // Teardown labels name the tree in the limit warning.

@@ -23,8 +23,7 @@ type Policy interface {
 
 // ApprovalContext is who asks for approvals and how long a call waits for
 // one (docs/protocol.md, Approvals). The ids scope the approvals a host
-// stores with
-// approve_session and approve_agent.
+// stores with approve_session and approve_agent.
 type ApprovalContext struct {
 	SessionID, AgentID string
 	// Timeout bounds each wait; 0 means no bound.

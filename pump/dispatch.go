@@ -110,10 +110,9 @@ func runTool(ctx context.Context, cfg *Config, tasks *taskGroup, c claim, out ch
 
 // awaitApproval asks the broker for the call's approval under its
 // pre-allocated id (docs/protocol.md, Approvals). First it starts the
-// watcher that
-// cancels the prompt after the sweep ends and again after this dispatch
-// ends, so no prompt outlives both. approved is false for every outcome
-// but an approval; blocked is then the call's answer. A broker
+// watcher that cancels the prompt after the sweep ends and again after this
+// dispatch ends, so no prompt outlives both. approved is false for every
+// outcome but an approval; blocked is then the call's answer. A broker
 // failure, a panic included, blocks the call: approval fails closed.
 func awaitApproval(ctx context.Context, cfg *Config, c claim, dispatchDone <-chan struct{}) (blocked outcome, approved bool) {
 	cfg.Approvals.Watch(c.approvalID, ctx.Done(), dispatchDone)
@@ -207,8 +206,7 @@ func contentText(r tools.Result) string {
 }
 
 // settle accounts one awaited call (docs/protocol.md, Budgets) and answers
-// it; after a
-// published answer the marker goes, then the shim is rung.
+// it; after a published answer the marker goes, then the shim is rung.
 func (s *sweeper) settle(c claim, o outcome) {
 	stats := s.stats
 	ok, text := false, o.text

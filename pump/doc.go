@@ -41,12 +41,11 @@
 // subscribes, and every ring wakes every subscriber.
 //
 // Approvals (docs/protocol.md, Approvals): a call its Policy requires
-// approval for, when
-// Config.Approvals is set, is held in its dispatch until the approval
-// broker decides. Every claim gets an approval id at claim time, before
-// its dispatch exists; a gated dispatch first has the broker watch the
-// sweep and itself (the prompt is cancelled after either ends), then
-// requests approval under that id on the sweep's context. Denied,
+// approval for, when Config.Approvals is set, is held in its dispatch until
+// the approval broker decides. Every claim gets an approval id at claim
+// time, before its dispatch exists; a gated dispatch first has the broker
+// watch the sweep and itself (the prompt is cancelled after either ends),
+// then requests approval under that id on the sweep's context. Denied,
 // cancelled, timed-out and failed approvals are answered "approval
 // denied/timed out/failed for '<tool>'" and counted as denials; the tool
 // never runs. Policy denial comes first and never prompts.

@@ -62,9 +62,9 @@ type listing struct {
 
 // listDir reads the directory with raw getdents64 and allocates only for
 // protocol names a sweep acts on: response and text files stay in the
-// directory for the whole run, so a long run's
-// directory is mostly names every sweep skips, and a listing through
-// os.File.ReadDir would allocate an entry for each of them on every sweep.
+// directory for the whole run, so a long run's directory is mostly names
+// every sweep skips, and a listing through os.File.ReadDir would allocate an
+// entry for each of them on every sweep.
 func listDir(dir string) (listing, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

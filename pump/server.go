@@ -198,12 +198,11 @@ func (s *Server) sweeper(stats *Stats) *sweeper {
 }
 
 // Abort stops the cell's bridge work: it cancels the cell signal (every
-// dispatch
-// sees its context end), lets an in-flight sweep finish for up to 25 ms,
-// then cancels it and settles it as failed unless it returned exact
-// stats. No sweep starts afterwards; the server stays up for
-// DrainAndStats and Stop. Abort returns when the abort is settled, the
-// server is gone, or ctx ends (the abort still completes).
+// dispatch sees its context end), lets an in-flight sweep finish for up to
+// 25 ms, then cancels it and settles it as failed unless it returned exact
+// stats. No sweep starts afterwards; the server stays up for DrainAndStats
+// and Stop. Abort returns when the abort is settled, the server is gone, or
+// ctx ends (the abort still completes).
 func (s *Server) Abort(ctx context.Context) {
 	s.abortCell()
 	s.abortOnce.Do(func() { close(s.abortCh) })

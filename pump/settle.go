@@ -13,10 +13,10 @@ import (
 const maxCleanupEntries = 10000
 
 // settle decides the fate of the current sweep from its result: a fault, or
-// a cancellation that left claims unanswered, is a
-// failed sweep; anything else returned exact stats. A cancelled sweep
-// that abandoned nothing answered every claim it made, so its stats are
-// as good as a completed sweep's.
+// a cancellation that left claims unanswered, is a failed sweep; anything
+// else returned exact stats. A cancelled sweep that abandoned nothing
+// answered every claim it made, so its stats are as good as a completed
+// sweep's.
 func (s *Server) settle(r sweepResult) {
 	s.flight.cancel() // a faulted sweep's dispatches stop with it
 	s.flight = nil
@@ -109,8 +109,7 @@ func (s *Server) recoverClaims(ledger claimLedger) {
 }
 
 // drain is the notification-only pass of DrainAndStats, Stop and a run's
-// end, on the
-// server's stats. A failure is logged and ignored.
+// end, on the server's stats. A failure is logged and ignored.
 func (s *Server) drain() {
 	stats := s.stats.Clone()
 	err := s.contain(func() error {
@@ -150,9 +149,9 @@ func (s *Server) contain(fn func() error) (err error) {
 	return fn()
 }
 
-// removeProtocolFiles is Stop's hygiene: the first
-// 10,000 entries of the bridge directory, each a plain unlink; a
-// directory is skipped, never entered.
+// removeProtocolFiles is Stop's hygiene: the first 10,000 entries of the
+// bridge directory, each a plain unlink; a directory is skipped, never
+// entered.
 func (s *Server) removeProtocolFiles() {
 	f, err := os.Open(s.cfg.Dir)
 	if err != nil {

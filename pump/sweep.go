@@ -27,14 +27,13 @@ type claim struct {
 }
 
 // sweepOnce runs one sweep over cfg.Dir (docs/protocol.md, A helper call,
-// step by step): recover orphaned
-// claim markers (with an empty ledger), forward notifications, select up to
-// MaxRequestsPerSweep requests, claim them serially in ascending id order
-// and dispatch the claims in waves, answering each as it is awaited.
-// Stats are updated in place. When ctx ends mid-dispatch the sweep stops
-// answering at once, as a killed sweep would: its in-flight and pending
-// claims are counted as errors, their markers stay for recovery, and
-// ctx's error is returned.
+// step by step): recover orphaned claim markers (with an empty ledger),
+// forward notifications, select up to MaxRequestsPerSweep requests, claim
+// them serially in ascending id order and dispatch the claims in waves,
+// answering each as it is awaited. Stats are updated in place. When ctx ends
+// mid-dispatch the sweep stops answering at once, as a killed sweep would:
+// its in-flight and pending claims are counted as errors, their markers stay
+// for recovery, and ctx's error is returned.
 func sweepOnce(ctx context.Context, cfg Config, stats *Stats) error {
 	return newSweeper(cfg, bridge{}, stats).run(ctx)
 }
@@ -107,9 +106,8 @@ func (s *sweeper) claim(e entry) (claim, bool) {
 }
 
 // claimAuthenticated is the claim step after authentication, guarded: a
-// panic inside (a policy,
-// say) answers "rpc request failed" with the id remembered and no call
-// charged.
+// panic inside (a policy, say) answers "rpc request failed" with the id
+// remembered and no call charged.
 func (s *sweeper) claimAuthenticated(e entry, req validRequest, parseErr error) (c claim, ok bool) {
 	id, stats := e.n, s.stats
 	calls, errs, denied := stats.Calls, stats.Errors, stats.Denied

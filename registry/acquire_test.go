@@ -103,8 +103,8 @@ func TestAcquireAcceptsValueMessages(t *testing.T) {
 	assert.NoError(t, ask[*releaseReply](h, releaseMsg{Lease: r.Allocation.Lease}).Err)
 }
 
-// Any invalid status makes the next acquire
-// replace the worker with a higher generation.
+// Any invalid status makes the next acquire replace the worker with a higher
+// generation.
 func TestInvalidWorkerStatusMakesAcquireReplaceTheWorker(t *testing.T) {
 	modes := []string{"garbage", "wrong_gen", "wrong_key", "process_dead", "idle_active",
 		"running_no_id", "unknown_phase", "negative_queue", "silent"}

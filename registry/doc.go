@@ -1,11 +1,10 @@
 // Package registry is the kernel registry of session mode
 // (docs/architecture.md, The kernel registry): one protoactor actor that
-// owns which
-// kernel worker serves which Key, the owners (watched session actors) of
-// each kernel, the leases of callers using it, generations, admission
-// under a strict cap with idle-only least-recently-used eviction, idle
-// reaping on its own timer, reset and per-owner forks, owner detach, and
-// the stop pipeline of kernels it gives up.
+// owns which kernel worker serves which Key, the owners (watched session
+// actors) of each kernel, the leases of callers using it, generations,
+// admission under a strict cap with idle-only least-recently-used eviction,
+// idle reaping on its own timer, reset and per-owner forks, owner detach,
+// and the stop pipeline of kernels it gives up.
 //
 // Every state change is one message to the actor, and the actor never
 // waits: a worker's status comes back as a continuation of the actor

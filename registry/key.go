@@ -16,8 +16,7 @@ import (
 )
 
 // Key is the identity of a kernel (docs/architecture.md, Keys): two calls
-// share a
-// kernel exactly when their keys are equal. Cwd and Interpreter are
+// share a kernel exactly when their keys are equal. Cwd and Interpreter are
 // canonical (absolute, symlinks resolved); Helpers are de-duplicated and
 // sorted. Anything not in a Key (run ids, policy, timeouts, bounds,
 // environment) never selects a different kernel.

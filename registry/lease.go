@@ -17,13 +17,12 @@ type Lease struct {
 	ctx        context.Context
 }
 
-// Context is done when the lease ends: its caller's context is done, it
-// was released, or its owner detached or died (cause ErrOwnerGone). Pass
-// it (or a context derived from it) as the cell's Execute.Ctx, so that an
-// owner's departure removes its queued cell and discards the kernel only
-// when its cell is the active one (docs/architecture.md, Owner
-// departure). The zero Lease's Context is
-// already done.
+// Context is done when the lease ends: its caller's context is done, it was
+// released, or its owner detached or died (cause ErrOwnerGone). Pass it (or
+// a context derived from it) as the cell's Execute.Ctx, so that an owner's
+// departure removes its queued cell and discards the kernel only when its
+// cell is the active one (docs/architecture.md, Owner departure). The zero
+// Lease's Context is already done.
 func (l Lease) Context() context.Context {
 	if l.ctx == nil {
 		return doneContext

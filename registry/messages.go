@@ -64,11 +64,10 @@ type releaseMsg struct {
 // releaseReply answers Release.
 type releaseReply struct{ Err error }
 
-// resetMsg discards Owner's state for Key (docs/architecture.md, Reset
-// and forks): a kernel the
-// owner alone holds (or its fork) is stopped, and the answer comes once
-// its worker is gone; a co-owner is moved to a fork of its own, so only
-// it starts afresh.
+// resetMsg discards Owner's state for Key (docs/architecture.md, Reset and
+// forks): a kernel the owner alone holds (or its fork) is stopped, and the
+// answer comes once its worker is gone; a co-owner is moved to a fork of its
+// own, so only it starts afresh.
 type resetMsg struct {
 	replySlot
 	Key   Key

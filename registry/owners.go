@@ -9,10 +9,10 @@ import (
 )
 
 // leaveKernel removes o from e (docs/architecture.md, Owner departure). A
-// kernel left without owners
-// stops at once. Otherwise o's leases on e end with cause ErrOwnerGone:
-// the worker drops o's queued cells and, if o's cell is the active one,
-// cancels it and discards the kernel; the co-owners keep it otherwise.
+// kernel left without owners stops at once. Otherwise o's leases on e end
+// with cause ErrOwnerGone: the worker drops o's queued cells and, if o's
+// cell is the active one, cancels it and discards the kernel; the co-owners
+// keep it otherwise.
 func (r *registry) leaveKernel(ctx actor.Context, e *entry, o *owner) {
 	delete(e.owners, o.key)
 	delete(o.entries, e.ekey)
@@ -28,8 +28,8 @@ func (r *registry) leaveKernel(ctx actor.Context, e *entry, o *owner) {
 }
 
 // depart is an owner's detach or death (docs/architecture.md, Owner
-// departure): it leaves every
-// kernel, its waiting acquires are marked gone, and it loses its forks.
+// departure): it leaves every kernel, its waiting acquires are marked gone,
+// and it loses its forks.
 func (r *registry) depart(ctx actor.Context, o *owner, alive bool) {
 	for _, e := range o.entries {
 		r.leaveKernel(ctx, e, o)
@@ -50,10 +50,10 @@ func (r *registry) onDetach(ctx actor.Context, m *detachMsg) *detachReply {
 }
 
 // onReset discards the owner's state (docs/architecture.md, Reset and
-// forks). Stopping the owner's own
-// kernel answers once its worker is gone (or with ErrStopFailed), so the
-// caller never runs code next to the state it asked to discard. A reset
-// of a key whose acquire is pending waits until that is over.
+// forks). Stopping the owner's own kernel answers once its worker is gone
+// (or with ErrStopFailed), so the caller never runs code next to the state
+// it asked to discard. A reset of a key whose acquire is pending waits until
+// that is over.
 func (r *registry) onReset(ctx actor.Context, m *resetMsg, to replyTo) {
 	if m.Owner == nil || !m.Key.complete() {
 		r.answer(ctx, to, &resetReply{Err: fmt.Errorf("reset: %w", ErrInvalidRequest)})

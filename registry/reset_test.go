@@ -102,9 +102,9 @@ func TestCoOwnerResetForksOnlyTheRequester(t *testing.T) {
 }
 
 // Owner departure's rule (docs/architecture.md) for a reset: a co-owner's
-// reset while its
-// own cell is active discards the shared kernel; a merely queued cell of
-// the requester leaves the queue and the sibling keeps the kernel.
+// reset while its own cell is active discards the shared kernel; a merely
+// queued cell of the requester leaves the queue and the sibling keeps the
+// kernel.
 func TestCoOwnerResetDiscardsTheSharedKernelOnlyIfItsCellIsActive(t *testing.T) {
 	t.Run("active", func(t *testing.T) {
 		h := newHarness(t)

@@ -45,8 +45,7 @@ func TestSnapshotReportsExactCountsAndTheSettingsInEffect(t *testing.T) {
 	assert.Equal(t, 1, s.ForkedOwners)
 }
 
-// Nothing in a snapshot identifies a kernel,
-// key, path, owner or generation.
+// Nothing in a snapshot identifies a kernel, key, path, owner or generation.
 func TestSnapshotCarriesOnlyCountsAndDurations(t *testing.T) {
 	typ := reflect.TypeFor[Snapshot]()
 	for i := range typ.NumField() {

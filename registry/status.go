@@ -7,8 +7,7 @@ import (
 )
 
 // Worker phases (docs/architecture.md, Phases), and the registry's name for
-// a worker
-// whose status is invalid or that does not answer.
+// a worker whose status is invalid or that does not answer.
 const (
 	phaseStarting   = kernelworker.PhaseStarting
 	phaseIdle       = kernelworker.PhaseIdle

@@ -12,9 +12,8 @@ import (
 	"github.com/executecode/executecode/telemetry"
 )
 
-// A Terminated that the system did not send
-// (the worker is alive) or for an actor the registry does not know
-// changes nothing.
+// A Terminated that the system did not send (the worker is alive) or for an
+// actor the registry does not know changes nothing.
 func TestForgedOrStaleTerminatedChangesNothing(t *testing.T) {
 	h := newHarness(t)
 	owner := h.newOwner()
@@ -61,9 +60,9 @@ func TestWorkerDyingOnItsOwnIsDroppedWithExactCounts(t *testing.T) {
 	assert.Equal(t, uint64(4), again.Generation)
 }
 
-// A stop that fails leaves the registry
-// responsive, counts the worker unreachable, emits stop_failed, and is
-// retried at reap ticks; a slow stop blocks nothing else.
+// A stop that fails leaves the registry responsive, counts the worker
+// unreachable, emits stop_failed, and is retried at reap ticks; a slow stop
+// blocks nothing else.
 func TestAWedgedWorkerNeverBlocksTheRegistry(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.StopTimeout = 20 * time.Millisecond })
 	wedge := make(chan struct{})

@@ -25,9 +25,8 @@ func marshal(t *testing.T, e telemetry.Event) map[string]any {
 	return out
 }
 
-// The registry's events carry counts,
-// durations and fixed reasons only; never a path, digest, PID, owner or
-// generation.
+// The registry's events carry counts, durations and fixed reasons only;
+// never a path, digest, PID, owner or generation.
 func TestRegistryEventsCarryNoIdentities(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.StopTimeout = 20 * time.Millisecond })
 	h.onStart = func(gen uint64, w *fakeWorker) { w.ignoreStop = gen == 4 }

@@ -11,13 +11,12 @@
 // inputs always give byte-identical text. The shim is stdlib-only python.
 //
 // shimpy owns the shim's half of the protocol in docs/protocol.md, Part 1
-// (file names,
-// frame shapes, the doorbell wait) and the exception frame it leaves for the
-// host. It may call only the Go standard library, x/sys/unix (for the
-// token's socket pair) and tools (for the helper names and their order). It
-// never touches the filesystem, starts a
-// process, or decides anything the host enforces:
-// authentication, budgets other than text(), and dispatch belong to pump.
+// (file names, frame shapes, the doorbell wait) and the exception frame it
+// leaves for the host. It may call only the Go standard library, x/sys/unix
+// (for the token's socket pair) and tools (for the helper names and their
+// order). It never touches the filesystem, starts a process, or decides
+// anything the host enforces: authentication, budgets other than text(), and
+// dispatch belong to pump.
 //
 // It is the runtime's own machinery, not an embedder's API: an embedder
 // uses executecode, config, tools, telemetry and approval.Approver. Its

@@ -7,11 +7,10 @@ import (
 )
 
 // Events of a kernel worker (docs/architecture.md, Telemetry): one
-// cell.start per dispatched
-// cell, at most one cell.stop and at most one cell.cancel per cell. Every
-// field is a count, a duration or a reason from a fixed list; a reason
-// outside its list is written as that list's default, and a negative count
-// or duration as 0.
+// cell.start per dispatched cell, at most one cell.stop and at most one
+// cell.cancel per cell. Every field is a count, a duration or a reason from
+// a fixed list; a reason outside its list is written as that list's default,
+// and a negative count or duration as 0.
 
 // CellOutcome says how a cell ended for its caller.
 type CellOutcome string

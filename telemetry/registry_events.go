@@ -7,10 +7,10 @@ import (
 )
 
 // Events of the kernel registry (docs/architecture.md, Telemetry): kernel
-// starts, stops,
-// crashes, reaps and evictions, and fallbacks. Every field is a count, a
-// duration or a reason from a fixed list; a reason outside its list is
-// written as that list's default, and a negative count or duration as 0.
+// starts, stops, crashes, reaps and evictions, and fallbacks. Every field is
+// a count, a duration or a reason from a fixed list; a reason outside its
+// list is written as that list's default, and a negative count or duration
+// as 0.
 
 // SessionStopReason says why the registry stopped a kernel.
 type SessionStopReason string

@@ -2,10 +2,9 @@ package telemetry
 
 // Summary is a python_repl event as an introspection record holds it
 // (docs/architecture.md, Telemetry): the lifecycle name (session_started,
-// cell_stopped,
-// fallback, bridge_denied, …), the event's measurements and its metadata.
-// Like the events, it holds counts, durations in their unit and labels
-// from fixed lists only.
+// cell_stopped, fallback, bridge_denied, …), the event's measurements and
+// its metadata. Like the events, it holds counts, durations in their unit
+// and labels from fixed lists only.
 type Summary struct {
 	Event        string            `json:"event"`
 	Measurements map[string]int64  `json:"measurements"`

@@ -26,8 +26,7 @@ const (
 	maxIgnoreCost = 2 << 20
 	// patternCost and segmentCost are the measured heap of one parsed
 	// pattern (its record included) and of each of its slash-separated
-	// segments
-	// (TestIgnoreCostCoversTheHeap holds the estimate to the heap).
+	// segments (TestIgnoreCostCoversTheHeap holds the estimate to the heap).
 	patternCost = 96
 	segmentCost = 16
 	// fileCost is the record of one parsed file.

@@ -6,10 +6,9 @@ import (
 )
 
 // Policy is the per-tool allow / deny / require-approval policy applied to
-// every helper call, at its claim (docs/protocol.md, A helper call, step
-// by step). It can only refuse or
-// gate a call: a name it allows is still unreachable unless the helper set
-// holds it, so no policy widens Allowlist.
+// every helper call, at its claim (docs/protocol.md, A helper call, step by
+// step). It can only refuse or gate a call: a name it allows is still
+// unreachable unless the helper set holds it, so no policy widens Allowlist.
 //
 // Names are matched exactly (case-sensitive), as tool names are. The zero
 // Policy allows everything and gates nothing.

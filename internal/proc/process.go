@@ -89,9 +89,8 @@ func (p *Process) Exit() ExitStatus {
 
 // Kill sends SIGKILL to the whole process group now, even if python itself
 // has already died (docs/architecture.md, Rules: no survivors). It is
-// idempotent and does nothing
-// once the child is reaped: by then the group was killed already, and its
-// id may belong to someone else.
+// idempotent and does nothing once the child is reaped: by then the group
+// was killed already, and its id may belong to someone else.
 func (p *Process) Kill() { p.signalGroup(syscall.SIGKILL) }
 
 // Signal sends sig to the whole process group, like Kill, and reports

@@ -47,15 +47,14 @@ func (e *pythonError) Unwrap() []error {
 	return []error{e.kind, e.cause}
 }
 
-// ResolvePython returns the interpreter to run.
-// A configured path is checked (it must stat, following links, as a
-// regular file with an execute bit) and returned unchanged. Otherwise
-// $PATH is searched for python3, taking the first real interpreter: a
-// regular executable file that does not start with "#!". Version-manager
-// shims are shell scripts, and exec'ing one costs a shell and, under a
-// sandbox, fails outright. If only scripts are
-// found, the first is run once to print sys.executable, and that is used
-// when it is a real interpreter.
+// ResolvePython returns the interpreter to run. A configured path is checked
+// (it must stat, following links, as a regular file with an execute bit) and
+// returned unchanged. Otherwise $PATH is searched for python3, taking the
+// first real interpreter: a regular executable file that does not start with
+// "#!". Version-manager shims are shell scripts, and exec'ing one costs a
+// shell and, under a sandbox, fails outright. If only scripts are found, the
+// first is run once to print sys.executable, and that is used when it is a
+// real interpreter.
 func ResolvePython(configured string) (string, error) {
 	if configured != "" {
 		fi, err := os.Stat(configured)

@@ -21,8 +21,8 @@ var ErrClosed = errors.New("spawner closed")
 // Command describes one python3 child.
 type Command struct {
 	// Path is the interpreter, run as given (a virtualenv's python3 keeps
-	// its environment). It should be absolute, as
-	// ResolvePython returns it: a relative path is resolved in Dir.
+	// its environment). It should be absolute, as ResolvePython returns it:
+	// a relative path is resolved in Dir.
 	Path string
 	// Args follow Path on the command line; python's argv[0] is Path.
 	Args []string

@@ -149,8 +149,7 @@ func assertCheck(t *testing.T, err error, check string) {
 }
 
 // Every check of the frame parser (docs/protocol.md, Frames), after a
-// preamble that puts the parser
-// in the state the row needs.
+// preamble that puts the parser in the state the row needs.
 func TestParserRejectsEveryProtocolViolation(t *testing.T) {
 	const (
 		ready   = `{"v":1,"type":"ready"}`
