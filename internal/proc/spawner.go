@@ -164,84 +164,32 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	hsFD := 3 + len(cmd.ExtraFiles)
 	env = append(environ(env, cmd.Limits.MemoryMB > 0), handshakeValue(hsFD, os.Getpid()))
 
-	devnull, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	cio, err := openChildIO(cmd.Stderr != nil)
 	if err != nil {
-		return nil, fmt.Errorf("start %s: open %s: %w", cmd.Path, os.DevNull, err)
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
-	defer unix.Close(devnull)
-	var hs [2]int
-	if err := unix.Pipe2(hs[:], unix.O_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("start %s: handshake pipe: %w", cmd.Path, err)
-	}
-	defer unix.Close(hs[0])
-	release := os.NewFile(uintptr(hs[1]), "python-handshake")
-	defer release.Close()
-	var pipe [2]int
-	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("start %s: output pipe: %w", cmd.Path, err)
-	}
-	// The write end stays blocking for python; the read end is
-	// non-blocking so the drain can be bounded with a read deadline.
-	defer unix.Close(pipe[1])
-	if err := unix.SetNonblock(pipe[0], true); err != nil {
-		unix.Close(pipe[0])
-		return nil, fmt.Errorf("start %s: output pipe: %w", cmd.Path, err)
-	}
-	out := os.NewFile(uintptr(pipe[0]), "python-output")
-
-	stdin, stderr := uintptr(devnull), uintptr(pipe[1])
-	if cmd.Stdin != nil {
-		stdin = cmd.Stdin.Fd()
-	}
-	var errOut *os.File
-	if cmd.Stderr != nil {
-		var errPipe [2]int
-		if err := unix.Pipe2(errPipe[:], unix.O_CLOEXEC); err != nil {
-			out.Close()
-			return nil, fmt.Errorf("start %s: stderr pipe: %w", cmd.Path, err)
-		}
-		defer unix.Close(errPipe[1])
-		if err := unix.SetNonblock(errPipe[0], true); err != nil {
-			unix.Close(errPipe[0])
-			out.Close()
-			return nil, fmt.Errorf("start %s: stderr pipe: %w", cmd.Path, err)
-		}
-		errOut = os.NewFile(uintptr(errPipe[0]), "python-stderr")
-		stderr = uintptr(errPipe[1])
-	}
-
-	files := []uintptr{stdin, uintptr(pipe[1]), stderr}
-	for _, f := range cmd.ExtraFiles {
-		if f == nil {
-			files = append(files, ^uintptr(0)) // closed in the child
-			continue
-		}
-		files = append(files, f.Fd())
-	}
-	files = append(files, uintptr(hs[0]))
+	// The host never needs the child's ends: closed whatever happens.
+	defer cio.closeChildEnds()
 	req := spawnRequest{
 		path: cmd.Path,
 		argv: append([]string{cmd.Path}, cmd.Args...),
 		attr: &syscall.ProcAttr{
 			Dir:   cmd.Dir,
 			Env:   env,
-			Files: files,
+			Files: cio.files(cmd),
 			Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
 		},
 		reply: make(chan spawnReply, 1),
 	}
 
 	// Subscribe to the exit before the child exists.
-	p := newProcess(out, errOut, s.guard.remove)
+	p := newProcess(cio.out, cio.errOut, s.guard.remove)
 	pidc := make(chan int, 1)
 	go p.wait(pidc)
 
 	fail := func(err error) (*Process, error) {
 		close(pidc)
-		out.Close()
-		if errOut != nil {
-			errOut.Close()
-		}
+		cio.closeHostEnds()
 		return nil, err
 	}
 	s.guard.prepare(cmd.Path)
@@ -264,29 +212,13 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		return fail(fmt.Errorf("start %s: %w", cmd.Path, r.err))
 	}
 	p.pid = r.pid
-	// python waits on the handshake, so the limits are in force before
-	// its first statement; its unreaped pid cannot name anyone else.
-	stepErr := applyLimits(r.pid, cmd.Limits)
-	if stepErr == nil {
-		// Registered before the waiter learns the pid, so the removal at
-		// the child's end always follows this. Without a guard a host
-		// killed with SIGKILL would leave this child's children running:
-		// refuse rather than run unguarded.
-		if err := s.guard.add(r.pid); err != nil {
-			stepErr = err
-		}
-	}
-	if stepErr == nil {
-		if _, err := release.Write([]byte("1")); err != nil {
-			stepErr = fmt.Errorf("handshake: %w", err)
-		}
-	}
+	stepErr := s.admit(r.pid, cmd.Limits, cio.release)
 	if stepErr != nil {
 		_ = unix.Kill(-r.pid, unix.SIGKILL)
 	}
 	go copyOutput(p.out, cmd.Output, p.readerDone)
-	if errOut != nil {
-		go copyOutput(errOut, cmd.Stderr, p.errDone)
+	if cio.errOut != nil {
+		go copyOutput(cio.errOut, cmd.Stderr, p.errDone)
 	}
 	pidc <- r.pid
 	if stepErr != nil {
@@ -294,4 +226,122 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, stepErr)
 	}
 	return p, nil
+}
+
+// admit lets the child pid, waiting on its handshake, become python: its
+// limits are in force before its first statement, and its unreaped pid
+// cannot name anyone else meanwhile. It is registered with the guard
+// before the waiter learns the pid, so the removal at the child's end
+// always follows this; without a guard a host killed with SIGKILL would
+// leave the child's children running, so a child is refused rather than
+// run unguarded.
+func (s *Spawner) admit(pid int, lim Limits, release *os.File) error {
+	if err := applyLimits(pid, lim); err != nil {
+		return err
+	}
+	if err := s.guard.add(pid); err != nil {
+		return err
+	}
+	if _, err := release.Write([]byte("1")); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	return nil
+}
+
+// childIO is what one start opens besides the command's own files: the
+// child's stdin stand-in (/dev/null), the handshake pipe, the output pipe
+// behind its fds 1 and 2, and a stderr pipe of its own when the command
+// wants one. The child's ends are raw descriptors the host closes once
+// the fork is over; the host's read ends are non-blocking, so their drain
+// can be bounded with a read deadline.
+type childIO struct {
+	devnull, hsRead, outWrite, errWrite int
+	release                             *os.File // the handshake's write end
+	out, errOut                         *os.File
+}
+
+func openChildIO(ownStderr bool) (_ *childIO, err error) {
+	c := &childIO{devnull: -1, hsRead: -1, outWrite: -1, errWrite: -1}
+	defer func() {
+		if err != nil {
+			c.closeChildEnds()
+			c.closeHostEnds()
+		}
+	}()
+	if c.devnull, err = unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return c, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	var hs [2]int
+	if err = unix.Pipe2(hs[:], unix.O_CLOEXEC); err != nil {
+		return c, fmt.Errorf("handshake pipe: %w", err)
+	}
+	c.hsRead, c.release = hs[0], os.NewFile(uintptr(hs[1]), "python-handshake")
+	if c.out, c.outWrite, err = hostReadPipe("python-output"); err != nil {
+		return c, fmt.Errorf("output pipe: %w", err)
+	}
+	if ownStderr {
+		if c.errOut, c.errWrite, err = hostReadPipe("python-stderr"); err != nil {
+			return c, fmt.Errorf("stderr pipe: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// hostReadPipe is a pipe whose read end is the host's, non-blocking, and
+// whose write end stays blocking for python.
+func hostReadPipe(name string) (*os.File, int, error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, -1, err
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, -1, err
+	}
+	return os.NewFile(uintptr(fds[0]), name), fds[1], nil
+}
+
+// files is the child's descriptor table: stdin, the output pipe as fd 1,
+// stderr (the output pipe again unless it has its own), the extra files,
+// then the handshake.
+func (c *childIO) files(cmd Command) []uintptr {
+	stdin, stderr := uintptr(c.devnull), uintptr(c.outWrite)
+	if cmd.Stdin != nil {
+		stdin = cmd.Stdin.Fd()
+	}
+	if c.errWrite >= 0 {
+		stderr = uintptr(c.errWrite)
+	}
+	files := []uintptr{stdin, uintptr(c.outWrite), stderr}
+	for _, f := range cmd.ExtraFiles {
+		if f == nil {
+			files = append(files, ^uintptr(0)) // closed in the child
+			continue
+		}
+		files = append(files, f.Fd())
+	}
+	return append(files, uintptr(c.hsRead))
+}
+
+func (c *childIO) closeChildEnds() {
+	for _, fd := range []*int{&c.devnull, &c.hsRead, &c.outWrite, &c.errWrite} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
+	if c.release != nil {
+		c.release.Close()
+		c.release = nil
+	}
+}
+
+func (c *childIO) closeHostEnds() {
+	for _, f := range []**os.File{&c.out, &c.errOut} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
+	}
 }
