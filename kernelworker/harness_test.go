@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/executecode/executecode/internal/proc"
+	"github.com/executecode/executecode/internal/proctest"
 	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"
@@ -253,7 +254,7 @@ func (h *kernelHarness) exitsSoFar() []Exit {
 // pidLine extracts the integer printed after label in out.
 func pidLine(t *testing.T, out, label string) int {
 	t.Helper()
-	pids := pidsIn(t, strings.TrimSpace(out), label)
+	pids := proctest.PidsIn(t, strings.TrimSpace(out), label)
 	require.NotEmpty(t, pids, "no %q line in %q", label, out)
 	return pids[0]
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/executecode/executecode/internal/proctest"
 	"github.com/executecode/executecode/telemetry"
 )
 
@@ -50,7 +51,7 @@ func TestProtocolFaultsDiscardTheKernel(t *testing.T) {
 			assert.Equal(t, "cell-2", res.RequestID)
 			assert.Equal(t, ReasonProtocolFault, h.result(queued).Reason)
 			h.waitGone(pid)
-			assert.True(t, groupGone(leader), "the kernel's process group is gone")
+			assert.True(t, proctest.GroupGone(leader), "the kernel's process group is gone")
 			assert.Empty(t, h.workspaces())
 			assert.Equal(t, []string{"start", "stop:ok", "start", "stop:protocol_fault", "cancel:shutdown"}, h.cellEvents())
 			require.Len(t, h.exitsSoFar(), 1)

@@ -505,8 +505,8 @@ os._exit(3)
 	// No survivors: the group is killed even though the runner died first.
 	b, err := os.ReadFile(pids)
 	require.NoError(t, err)
-	reap(t, pidLine(t, string(b), "grandchild"))
-	assert.True(t, groupGone(pidLine(t, string(b), "leader")), "no process of the kernel's group remains")
+	proctest.Reap(t, pidLine(t, string(b), "grandchild"), hangGuard)
+	assert.True(t, proctest.GroupGone(pidLine(t, string(b), "leader")), "no process of the kernel's group remains")
 }
 
 func TestSignalDeathNamesWhatKilledTheKernel(t *testing.T) {
@@ -571,7 +571,7 @@ func TestActorStopFromOutsideStillAnswersAndCleansUp(t *testing.T) {
 	assert.Equal(t, ReasonShuttingDown, h.result(queued).Reason)
 	h.waitGone(pid)
 	assert.Empty(t, h.workspaces())
-	assert.True(t, groupGone(leader), "no process of the kernel's group remains")
+	assert.True(t, proctest.GroupGone(leader), "no process of the kernel's group remains")
 }
 
 func TestSigintIgnoringCellEscalatesToKillAndLeavesNoProcess(t *testing.T) {
@@ -597,8 +597,8 @@ while True:
 	leader := pidLine(t, res.Output.Text, "leader")
 	grandchild := pidLine(t, res.Output.Text, "grandchild")
 	h.waitGone(pid)
-	reap(t, grandchild)
-	assert.True(t, groupGone(leader), "no process of the kernel's group remains")
+	proctest.Reap(t, grandchild, hangGuard)
+	assert.True(t, proctest.GroupGone(leader), "no process of the kernel's group remains")
 	assert.Empty(t, h.workspaces())
 	assert.Equal(t, telemetry.CrashCancellationEscalation, h.exitsSoFar()[0].Crash)
 }
@@ -618,8 +618,8 @@ print("grandchild", child.pid)
 
 	h.system.Root.Send(pid, &Stop{Reason: KilledByReset})
 	h.waitGone(pid)
-	reap(t, grandchild)
-	assert.True(t, groupGone(leader), "no process of the kernel's group remains")
+	proctest.Reap(t, grandchild, hangGuard)
+	assert.True(t, proctest.GroupGone(leader), "no process of the kernel's group remains")
 }
 
 func TestLateOutputOfAnEarlierCellsThreadIsDroppedAndCounted(t *testing.T) {

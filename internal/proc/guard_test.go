@@ -26,8 +26,8 @@ gc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 print("grandchild", gc.pid, flush=True)
 time.sleep(600)`)
 	require.True(t, out.waitFor("\n", hangGuard))
-	grandchild := pidsIn(t, out.String(), "grandchild")[0]
-	t.Cleanup(func() { _ = unix.Kill(grandchild, unix.SIGKILL); reap(t, grandchild) })
+	grandchild := proctest.PidsIn(t, out.String(), "grandchild")[0]
+	t.Cleanup(func() { _ = unix.Kill(grandchild, unix.SIGKILL); proctest.Reap(t, grandchild, hangGuard) })
 
 	sp.guard.mu.Lock()
 	old, oldExited := sp.guard.proc, sp.guard.exited

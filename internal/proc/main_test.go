@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -177,38 +176,4 @@ func runPython(t *testing.T, sp *Spawner, lim Limits, script string, extra ...fu
 	p, out := startPython(t, sp, lim, script, extra...)
 	waitDone(t, p)
 	return out.String(), p.Exit()
-}
-
-// reap collects an orphan re-parented to this (subreaper) test process.
-func reap(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for time.Now().Before(deadline) {
-		var ws unix.WaitStatus
-		got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-		if got == pid || err == unix.ECHILD {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("orphan %d never died", pid)
-}
-
-// groupGone reports whether no process, zombies included, has pgid.
-func groupGone(pgid int) bool {
-	return unix.Kill(-pgid, 0) == unix.ESRCH
-}
-
-// pidsIn parses every "<label> <pid>" line of out.
-func pidsIn(t *testing.T, out, label string) []int {
-	t.Helper()
-	var pids []int
-	for _, line := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(line, label+" "); ok {
-			pid, err := strconv.Atoi(strings.TrimSpace(rest))
-			require.NoError(t, err, "line %q", line)
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

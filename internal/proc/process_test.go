@@ -37,7 +37,7 @@ func TestInterruptEscalatesToKillingTheWholeGroup(t *testing.T) {
 	sp := newSpawner(t)
 	p, out := startPython(t, sp, Limits{}, stubbornFamily)
 	require.True(t, out.waitFor("grandchild", hangGuard) && out.waitFor("leader", hangGuard), out.String())
-	grandchild := pidsIn(t, out.String(), "grandchild")
+	grandchild := proctest.PidsIn(t, out.String(), "grandchild")
 	require.Len(t, grandchild, 1, "output: %q", out.String())
 
 	p.Interrupt(context.Background(), 50*time.Millisecond)
@@ -47,8 +47,8 @@ func TestInterruptEscalatesToKillingTheWholeGroup(t *testing.T) {
 	assert.True(t, st.Signaled)
 	assert.Equal(t, syscall.SIGKILL, st.Signal, "SIGINT and SIGTERM were ignored")
 	assert.True(t, st.StopRequested)
-	reap(t, grandchild[0])
-	assert.True(t, groupGone(p.Pid()), "no process of the group remains")
+	proctest.Reap(t, grandchild[0], hangGuard)
+	assert.True(t, proctest.GroupGone(p.Pid()), "no process of the group remains")
 }
 
 func TestInterruptReturnsOnceKeyboardInterruptEndsPython(t *testing.T) {
@@ -78,10 +78,10 @@ func TestInterruptWithCancelledContextKillsAtOnce(t *testing.T) {
 	p.Interrupt(ctx, time.Hour)
 	waitDone(t, p)
 	assert.Equal(t, syscall.SIGKILL, p.Exit().Signal)
-	for _, pid := range pidsIn(t, out.String(), "grandchild") {
-		reap(t, pid)
+	for _, pid := range proctest.PidsIn(t, out.String(), "grandchild") {
+		proctest.Reap(t, pid, hangGuard)
 	}
-	assert.True(t, groupGone(p.Pid()))
+	assert.True(t, proctest.GroupGone(p.Pid()))
 }
 
 func TestLeaderExitKillsWhatItLeftInItsGroup(t *testing.T) {
@@ -97,10 +97,10 @@ else:
 	out, st := runPython(t, sp, Limits{}, script)
 	assert.Equal(t, 0, st.Code)
 	assert.False(t, st.StopRequested)
-	background := pidsIn(t, out, "background")
+	background := proctest.PidsIn(t, out, "background")
 	require.Len(t, background, 1)
-	reap(t, background[0])
-	assert.True(t, groupGone(background[0]), "the lingering child was killed with its group")
+	proctest.Reap(t, background[0], hangGuard)
+	assert.True(t, proctest.GroupGone(background[0]), "the lingering child was killed with its group")
 }
 
 func TestEscapedDescendantCannotHoldDoneOpen(t *testing.T) {
@@ -121,11 +121,11 @@ else:
 `
 	p, out := startPython(t, sp, Limits{}, script)
 	waitDone(t, p)
-	escaped := pidsIn(t, out.String(), "escaped")
+	escaped := proctest.PidsIn(t, out.String(), "escaped")
 	require.Len(t, escaped, 1)
 	t.Cleanup(func() {
 		_ = unix.Kill(escaped[0], unix.SIGKILL)
-		reap(t, escaped[0])
+		proctest.Reap(t, escaped[0], hangGuard)
 	})
 
 	assert.Equal(t, 0, p.Exit().Code)
@@ -144,7 +144,7 @@ func TestKillIsIdempotentAndSafeAfterDone(t *testing.T) {
 	p.Interrupt(context.Background(), time.Hour) // returns at once: already reaped
 	assert.Equal(t, syscall.SIGKILL, p.Exit().Signal)
 	assert.Equal(t, 128+9, p.Exit().Code)
-	assert.True(t, groupGone(p.Pid()))
+	assert.True(t, proctest.GroupGone(p.Pid()))
 }
 
 func TestOutputIsDrainedBeforeDone(t *testing.T) {
@@ -281,7 +281,7 @@ func TestHostDeathTakesPythonAndItsChildrenWithIt(t *testing.T) {
 	t.Cleanup(func() {
 		for _, pid := range pids {
 			_ = unix.Kill(pid, unix.SIGKILL)
-			reap(t, pid)
+			proctest.Reap(t, pid, hangGuard)
 		}
 	})
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +138,42 @@ func LockFree(t testing.TB, path string) bool {
 	}
 	defer f.Close()
 	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
+}
+
+// Reap collects pid, an orphan re-parented to this (subreaper) test
+// process, failing t if it is not dead within the bound.
+func Reap(t testing.TB, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if got == pid || err == unix.ECHILD {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("orphan %d never died", pid)
+}
+
+// GroupGone reports whether no process, zombies included, has pgid.
+func GroupGone(pgid int) bool {
+	return unix.Kill(-pgid, 0) == unix.ESRCH
+}
+
+// PidsIn parses every "<label> <pid>" line of out, failing t on a line
+// whose pid is not a number.
+func PidsIn(t testing.TB, out, label string) []int {
+	t.Helper()
+	var pids []int
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, label+" "); ok {
+			pid, err := strconv.Atoi(strings.TrimSpace(rest))
+			if err != nil {
+				t.Fatalf("line %q: %v", line, err)
+			}
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
