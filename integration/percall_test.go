@@ -322,7 +322,7 @@ func TestDisabledToolAndMissingPythonAreErrors(t *testing.T) {
 	off := newEnv(t, nil, withConfig(func(c *config.Config) { c.Enabled = false }))
 	_, err := off.exec(context.Background(), "x = 1")
 	assert.ErrorIs(t, err, executecode.ErrDisabled)
-	assert.Equal(t, "execute_code is disabled. Enable [runtime.tools.execute_code] in config.", err.Error())
+	assert.Equal(t, "execute_code is disabled. Enable [runtime.tools.execute_code] in config.", executecode.ModelText(err))
 
 	missing := newEnv(t, nil, withConfig(func(c *config.Config) { c.PythonPath = "/nonexistent/python3" }))
 	_, err = missing.exec(context.Background(), "x = 1")

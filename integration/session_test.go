@@ -21,7 +21,7 @@ func sessionEnv(t *testing.T, files map[string]string, opts ...envOption) *env {
 
 func (e *env) attach(session string) *executecode.Owner {
 	e.t.Helper()
-	o, err := e.rt.Attach(executecode.Scope{SessionID: session, AgentID: "main"})
+	o, err := e.rt.Attach(context.Background(), executecode.Scope{SessionID: session, AgentID: "main"})
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = o.Detach(context.Background()) })
 	return o

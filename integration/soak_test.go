@@ -237,7 +237,7 @@ time.sleep(30)
 		s.set(o, i)
 		var extra []*executecode.Owner
 		for k := range evictSessions {
-			x, err := s.e.rt.Attach(executecode.Scope{SessionID: fmt.Sprintf("soak-%d-evict-%d", i, k), AgentID: "main"})
+			x, err := s.e.rt.Attach(context.Background(), executecode.Scope{SessionID: fmt.Sprintf("soak-%d-evict-%d", i, k), AgentID: "main"})
 			if !assert.NoError(s.t, err) {
 				return
 			}
@@ -311,7 +311,7 @@ func TestSoakKernelLifecyclesWithInjectedFaults(t *testing.T) {
 					baseOnce.Do(func() { baseline = settledMemory() })
 				}
 				f := soakFaults[i%len(soakFaults)]
-				o, err := s.e.rt.Attach(executecode.Scope{SessionID: fmt.Sprintf("soak-%d", i), AgentID: "main"})
+				o, err := s.e.rt.Attach(context.Background(), executecode.Scope{SessionID: fmt.Sprintf("soak-%d", i), AgentID: "main"})
 				if !assert.NoError(t, err) {
 					return
 				}
