@@ -177,6 +177,13 @@ func TestAttachIsIdempotentPerScopeAndCoOwnershipIsExplicit(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = r.rt.Attach(ctx, executecode.Scope{SessionID: " ", AgentID: "main"})
 	require.ErrorIs(t, err, executecode.ErrBadScope)
+
+	kept, err := r.rt.Attach(ctx, scope)
+	require.NoError(t, err)
+	require.NoError(t, r.rt.Close(ctx))
+	_, err = r.rt.Attach(ctx, scope)
+	require.ErrorIs(t, err, executecode.ErrClosed, "a closed runtime hands out no owner, not even the one it kept")
+	require.NoError(t, kept.Detach(ctx))
 }
 
 // An owner used after Detach is the caller's bug: it gets ErrDetached,

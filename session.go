@@ -76,6 +76,9 @@ func (r *Runtime) Attach(ctx context.Context, scope Scope) (*Owner, error) {
 	}
 	r.attachMu.Lock()
 	defer r.attachMu.Unlock()
+	if r.isClosed() {
+		return nil, ErrClosed
+	}
 	if o := r.owners[scope]; o != nil && !o.detached.Load() {
 		return o, nil
 	}
@@ -105,6 +108,12 @@ func (r *Runtime) AttachCoOwner(ctx context.Context, scope Scope) (*Owner, error
 	return o, nil
 }
 
+func (r *Runtime) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
 func checkScope(scope Scope) error {
 	if strings.TrimSpace(scope.SessionID) == "" || strings.TrimSpace(scope.AgentID) == "" {
 		return ErrBadScope
@@ -129,7 +138,8 @@ func (r *Runtime) newOwner(ctx context.Context, scope Scope) (*Owner, error) {
 
 // Detach ends the owner: its queued cells leave their queues, a kernel
 // running its cell is discarded, and kernels no other owner holds stop.
-// A later Attach of the scope makes a new owner. Detach is idempotent.
+// A later Attach of the scope makes a new owner. Detach is idempotent,
+// and nil after the runtime's Close.
 func (o *Owner) Detach(ctx context.Context) error {
 	if o == nil || o.detached.Swap(true) {
 		return nil
@@ -140,6 +150,11 @@ func (o *Owner) Detach(ctx context.Context) error {
 			delete(o.rt.owners, o.scope)
 		}
 		o.rt.attachMu.Unlock()
+	}
+	if o.rt.isClosed() {
+		// Close stopped every kernel and the registry with them: there is
+		// nothing left to leave, so a deferred Detach after Close is fine.
+		return nil
 	}
 	return o.tree.Registry.Detach(ctx, o.owner)
 }

@@ -276,7 +276,7 @@ func TestCancelledCallSaysCancelledAndKillsTheScript(t *testing.T) {
 		cancel()
 	}()
 	res, err := e.exec(ctx, "import time\ntext('running')\ntime.sleep(60)\n")
-	require.NoError(t, err)
+	require.ErrorIs(t, err, context.Canceled)
 	assert.True(t, strings.HasPrefix(res.Text(), "Script cancelled.\n\nScript result (text()):\nrunning"), res.Text())
 	assert.Equal(t, executecode.KilledByCancelled, res.Details.KilledBy)
 }
@@ -286,9 +286,10 @@ func TestPreCancelledCallRunsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res, err := e.exec(ctx, "open('ran', 'w').write('x')")
-	require.NoError(t, err)
+	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, "Script cancelled.", res.Text())
-	assert.Nil(t, res.Details)
+	require.NotNil(t, res.Details)
+	assert.Equal(t, executecode.KilledByCancelled, res.Details.KilledBy)
 	assert.NoFileExists(t, e.root+"/ran")
 }
 
