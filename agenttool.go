@@ -46,18 +46,17 @@ var ErrBadArguments = errors.New("execute_code arguments are not its parameters"
 // Call runs one call and returns the text the model is shown. arguments
 // is the tool's JSON arguments ({"script": ..., "timeout_ms": ...,
 // "reset": ...}), or, as ReAct-style models send it, the bare script,
-// optionally inside a Markdown code fence. An error means the call never
-// ran (the Err* sentinels, or the ctx's own error).
+// optionally inside a Markdown code fence. The error is Execute's (a call
+// that never ran, or a run the ctx ended), and the text is then still
+// what the model would be told: a framework that turns tool errors into
+// observations can pass it on.
 func (t *AgentTool) Call(ctx context.Context, arguments string) (string, error) {
 	params, err := toolParams(arguments)
 	if err != nil {
-		return "", err
+		return ModelText(err), err
 	}
 	res, err := t.rt.ExecuteParams(ctx, params, nil, t.owner)
-	if err != nil {
-		return "", err
-	}
-	return res.Text(), nil
+	return res.Text(), err
 }
 
 // toolParams reads a call's arguments: a JSON object is the parameters;

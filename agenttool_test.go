@@ -38,11 +38,13 @@ func TestAgentToolCallAcceptsJSONArgumentsOrAScript(t *testing.T) {
 func TestAgentToolCallRefusesArgumentsWithoutAScript(t *testing.T) {
 	r := newRig(t, withCfg(func(c *config.Config) { c.KernelMode = config.PerCall }))
 	tool := r.rt.Tool(nil)
-	_, err := tool.Call(context.Background(), `{"code": "text('x')"}`)
+	text, err := tool.Call(context.Background(), `{"code": "text('x')"}`)
 	require.ErrorIs(t, err, executecode.ErrBadArguments)
 	assert.Contains(t, err.Error(), `"script"`)
-	_, err = tool.Call(context.Background(), `{"script": ""}`)
+	assert.Contains(t, text, `"script"`, "the model is told too")
+	text, err = tool.Call(context.Background(), `{"script": ""}`)
 	assert.ErrorIs(t, err, executecode.ErrMissingScript)
+	assert.Equal(t, executecode.ModelText(err), text)
 
 	out, err := tool.Call(context.Background(), "```python\nprint('a')\n```\n```python\nprint('b')\n```")
 	require.NoError(t, err)
@@ -72,4 +74,16 @@ func TestAgentToolForAnOwnerKeepsState(t *testing.T) {
 	out, err := tool.Call(context.Background(), "text(str(x + 1))")
 	require.NoError(t, err)
 	assert.Contains(t, out, "Script result (text()):\n42\n")
+}
+
+// A call whose ctx is already done never runs: the ctx's error, as from
+// Execute, and the text says the script was cancelled.
+func TestAgentToolCallWithADoneContext(t *testing.T) {
+	r := newRig(t, withCfg(func(c *config.Config) { c.KernelMode = config.PerCall }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	text, err := r.rt.Tool(nil).Call(ctx, "text('never')")
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotContains(t, text, "never")
+	assert.NotEmpty(t, text)
 }

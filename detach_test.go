@@ -85,7 +85,7 @@ func TestDetachUnderARunningAndAQueuedCellSaysOwnerGone(t *testing.T) {
 // takes only its own cell out of the queue: the kernel and its state stay.
 func TestACoOwnersDetachTakesItsQueuedCellOutAndKeepsTheState(t *testing.T) {
 	r := newRig(t)
-	a, b := r.attach("s"), r.attach("s")
+	a, b := r.attach("s"), r.coAttach("s")
 	r.run(a, "x = 1")
 	running, q1 := r.goCell(a, "import time\ntime.sleep(1)\nx += 1")
 	<-q1
@@ -112,7 +112,7 @@ func TestCancelledCellsSayWhatHappenedToTheState(t *testing.T) {
 	running := make(chan executecode.Result, 1)
 	go func() {
 		res, err := r.rt.Execute(ctx, executecode.Call{Script: "import time\nopen('started', 'w').close()\ntime.sleep(30)", Owner: o})
-		assert.NoError(t, err)
+		assert.ErrorIs(t, err, context.Canceled)
 		running <- res
 	}()
 	waitFile(t, filepath.Join(r.root, "started"))
@@ -132,7 +132,7 @@ func TestCancelledCellsSayWhatHappenedToTheState(t *testing.T) {
 	q2 := make(chan struct{})
 	go func() {
 		res, err := r.rt.Execute(qctx, executecode.Call{Script: "open('queued-ran', 'w').close()", Owner: o, Queued: func() { close(q2) }})
-		assert.NoError(t, err)
+		assert.ErrorIs(t, err, context.Canceled)
 		queued <- res
 	}()
 	<-q2

@@ -15,7 +15,7 @@
 // through kernelworker.
 //
 // What an embedder uses: this package (New, its options, Execute and
-// ExecuteParams, Attach and Detach, Snapshot, Metrics, Lifecycle,
+// ExecuteParams, Attach, AttachCoOwner and Detach, ModelText, Snapshot, Metrics, Lifecycle,
 // ResolveApproval, Close), config (loading and the Config value), tools
 // (the Tool interface and Result, for host-supplied helpers), telemetry
 // (the Bus and the typed events a host subscribes to) and, from approval,

@@ -72,7 +72,7 @@ func TestACallerGoneUnderItsCellIsInterruptedThenCancelled(t *testing.T) {
 	done := make(chan executecode.Result, 1)
 	go func() {
 		res, err := r.rt.Execute(ctx, executecode.Call{Script: "import time\nopen('started', 'w').close()\ntime.sleep(60)", Owner: o})
-		assert.NoError(t, err)
+		assert.ErrorIs(t, err, context.Canceled)
 		done <- res
 	}()
 	// Cancelled once the cell's code runs: a SIGINT that lands while the

@@ -122,6 +122,10 @@ type Runtime struct {
 
 	spawner *proc.Spawner
 
+	// attachMu guards owners, the handle Attach returns per scope.
+	attachMu sync.Mutex
+	owners   map[Scope]*Owner
+
 	mu     sync.Mutex
 	closed bool
 	roots  roots
@@ -178,7 +182,44 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 // checkConfig refuses what the runtime would otherwise ignore. A sandbox
 // that is asked for but not applied would run scripts unconfined while the
 // operator believes they are confined, so it fails closed.
+//
+// A Config that config.Defaults or config.Load made always passes the
+// rest; one built by hand (config.Config{}, say) is checked against the
+// same bounds Load enforces, and the error names the key, because a zero
+// timeout or queue would otherwise fail later with no sentinel to match.
 func checkConfig(cfg config.Config) error {
+	atLeast := func(key string, v int64, lo int64) error {
+		if v < lo {
+			return fmt.Errorf("%w: %s = %d, must be at least %d", ErrConfig, key, v, lo)
+		}
+		return nil
+	}
+	checks := []error{
+		atLeast("timeout_ms", int64(cfg.TimeoutMS), 1),
+		atLeast("max_rpc_calls", int64(cfg.MaxRPCCalls), 1),
+		atLeast("max_rpc_result_bytes", cfg.MaxRPCResultBytes, 1),
+		atLeast("max_output_bytes", int64(cfg.MaxOutputBytes), 1),
+		atLeast("max_text_bytes", int64(cfg.MaxTextBytes), 1),
+		atLeast("max_parallel_rpc", int64(cfg.MaxParallelRPC), 1),
+		atLeast("kernel_idle_timeout_ms", int64(cfg.KernelIdleTimeoutMS), 1),
+		atLeast("max_live_kernels", int64(cfg.MaxLiveKernels), 1),
+		atLeast("max_queued_cells_per_kernel", int64(cfg.MaxQueuedCellsPerKernel), 1),
+		atLeast("cpu_limit_seconds", int64(cfg.CPULimitSeconds), 0),
+		atLeast("memory_limit_mb", int64(cfg.MemoryLimitMB), 0),
+		atLeast("fsize_limit_mb", int64(cfg.FsizeLimitMB), 0),
+		atLeast("nproc_limit", int64(cfg.NprocLimit), 0),
+		atLeast("max_spill_bytes", cfg.MaxSpillBytes, 0),
+		atLeast("approval_timeout_ms", int64(cfg.ApprovalTimeoutMS), 1),
+	}
+	if err := errors.Join(checks...); err != nil {
+		return err
+	}
+	if cfg.KernelMode != config.PerCall && cfg.KernelMode != config.Session {
+		return fmt.Errorf("%w: kernel_mode = %q, must be %q or %q", ErrConfig, cfg.KernelMode, config.PerCall, config.Session)
+	}
+	if cfg.PythonPath != "" && !filepath.IsAbs(cfg.PythonPath) {
+		return fmt.Errorf("%w: python_path = %q, must be absolute or empty", ErrConfig, cfg.PythonPath)
+	}
 	if cfg.Sandbox != config.SandboxNone {
 		return fmt.Errorf("%w: sandbox = %q is not available in this build; scripts would run unconfined, so set sandbox = \"\" (LEMON_EXECUTE_CODE_SANDBOX)", ErrConfig, cfg.Sandbox)
 	}
@@ -201,15 +242,15 @@ func (r *Runtime) ExecuteParams(ctx context.Context, params map[string]any, noti
 
 // ExecuteParamsTagged is ExecuteParams with the call's ApprovalTag.
 func (r *Runtime) ExecuteParamsTagged(ctx context.Context, params map[string]any, notify func(string), owner *Owner, tag any) (Result, error) {
-	if ctx.Err() != nil {
-		return cancelledResult(), nil
+	if err := ctx.Err(); err != nil {
+		return notStartedResult(err)
 	}
 	if !r.cfg.Enabled {
-		return Result{}, ErrDisabled
+		return errorResult(ErrDisabled)
 	}
 	call, err := CallFromParams(params)
 	if err != nil {
-		return Result{}, err
+		return errorResult(err)
 	}
 	call.Notify, call.Owner, call.ApprovalTag = notify, owner, tag
 	return r.Execute(ctx, call)
@@ -252,24 +293,33 @@ func timeoutParam(v any) int {
 	return 0
 }
 
-// Execute runs one call. Errors are returned only for calls that never
-// started (see the Err* sentinels); everything that ran is a Result.
+// Execute runs one call. Everything that ran is a Result, and so is a call
+// that never started; Details is never nil. The error is nil for every run
+// that ended on its own (a timeout or a limit included). It wraps ctx.Err()
+// when ctx ended the call, before it started or during the run: then
+// errors.Is(err, context.DeadlineExceeded) tells the caller's deadline
+// from its cancel (context.Canceled), and the Result still says what ran
+// (killed_by "cancelled"). Any other error is a call that never started
+// (see the Err* sentinels).
 func (r *Runtime) Execute(ctx context.Context, call Call) (Result, error) {
-	if ctx.Err() != nil {
-		return cancelledResult(), nil
+	if err := ctx.Err(); err != nil {
+		return notStartedResult(err)
 	}
 	if !r.cfg.Enabled {
-		return Result{}, ErrDisabled
+		return errorResult(ErrDisabled)
 	}
 	if call.Script == "" {
-		return Result{}, ErrMissingScript
+		return errorResult(ErrMissingScript)
+	}
+	if call.Owner != nil && call.Owner.detached.Load() {
+		return errorResult(ErrDetached)
 	}
 	python, err := r.interpreter()
 	if err != nil {
-		return Result{}, err
+		return errorResult(err)
 	}
 	if !r.enter() {
-		return Result{}, ErrClosed
+		return errorResult(ErrClosed)
 	}
 	defer r.runs.Done()
 	if call.Queued != nil {
@@ -345,6 +395,20 @@ func (r *Runtime) Close(ctx context.Context) error {
 	return errors.Join(err, rs.close())
 }
 
-func cancelledResult() Result {
-	return Result{Content: []Content{{Type: "text", Text: cancelledLine}}, Trust: Trusted, Blocks: []string{}}
+// notStartedResult is a call whose ctx was done before it started: the
+// model still gets the cancelled line, the caller ctx's error.
+func notStartedResult(ctxErr error) (Result, error) {
+	d := emptyDetails()
+	d.KilledBy = KilledByCancelled
+	res := Result{Content: []Content{{Type: "text", Text: cancelledLine}}, Details: d, Trust: Trusted, Blocks: []string{}}
+	return res, fmt.Errorf("execute_code: not started: %w", ctxErr)
 }
+
+// errorResult is the Result beside an error of a call that never started:
+// its Details are empty, never nil, and its text is the error's model text.
+func errorResult(err error) (Result, error) {
+	res := Result{Content: []Content{{Type: "text", Text: ModelText(err)}}, Details: emptyDetails(), Trust: Trusted, Blocks: []string{}}
+	return res, err
+}
+
+func emptyDetails() *Details { return &Details{RPCTools: []string{}} }

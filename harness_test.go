@@ -115,7 +115,16 @@ func newRig(t *testing.T, tune ...rigOption) *rig {
 
 func (r *rig) attach(session string) *executecode.Owner {
 	r.t.Helper()
-	o, err := r.rt.Attach(executecode.Scope{SessionID: session, AgentID: "main"})
+	o, err := r.rt.Attach(context.Background(), executecode.Scope{SessionID: session, AgentID: "main"})
+	require.NoError(r.t, err)
+	r.t.Cleanup(func() { _ = o.Detach(context.Background()) })
+	return o
+}
+
+// coAttach makes a co-owner of session's kernels.
+func (r *rig) coAttach(session string) *executecode.Owner {
+	r.t.Helper()
+	o, err := r.rt.AttachCoOwner(context.Background(), executecode.Scope{SessionID: session, AgentID: "main"})
 	require.NoError(r.t, err)
 	r.t.Cleanup(func() { _ = o.Detach(context.Background()) })
 	return o

@@ -28,7 +28,7 @@ func TestSessionCallsLeaveNoProcessRegistered(t *testing.T) {
 	require.Positive(t, base)
 
 	for range 3 {
-		o, err := r.rt.Attach(executecode.Scope{SessionID: "cycle", AgentID: "main"})
+		o, err := r.rt.Attach(context.Background(), executecode.Scope{SessionID: "cycle", AgentID: "main"})
 		require.NoError(t, err)
 		r.run(o, "x = 1")
 		require.NoError(t, o.Detach(context.Background()))

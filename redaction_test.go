@@ -85,7 +85,7 @@ except ToolError as e:
     print(e)
 `
 	// Session cells: success, exception, timeout, crash, approvals.
-	o, err := r.rt.Attach(executecode.Scope{SessionID: marker, AgentID: marker})
+	o, err := r.rt.Attach(context.Background(), executecode.Scope{SessionID: marker, AgentID: marker})
 	require.NoError(t, err)
 	r.run(o, hostile+approvals)
 	r.run(o, hostile+"raise ValueError(M)")
@@ -95,9 +95,9 @@ except ToolError as e:
 	r.run(o, hostile+"os._exit(7)")
 	r.run(o, hostile)
 	// A second and a third owner: a third kernel over a cap of two.
-	o2, err := r.rt.Attach(executecode.Scope{SessionID: marker + "2", AgentID: marker})
+	o2, err := r.rt.Attach(context.Background(), executecode.Scope{SessionID: marker + "2", AgentID: marker})
 	require.NoError(t, err)
-	o3, err := r.rt.Attach(executecode.Scope{SessionID: marker + "3", AgentID: marker})
+	o3, err := r.rt.Attach(context.Background(), executecode.Scope{SessionID: marker + "3", AgentID: marker})
 	require.NoError(t, err)
 	r.run(o2, hostile)
 	r.run(o3, hostile)

@@ -24,7 +24,8 @@ type Content struct {
 // Result is the tool result a model receives.
 type Result struct {
 	Content []Content `json:"content"`
-	// Details is nil only for a call cancelled before anything was built.
+	// Details is never nil: a call that never started has empty Details
+	// (killed_by "cancelled" when its ctx was done).
 	Details *Details `json:"details"`
 	Trust   string   `json:"trust"`
 	// Blocks are the text() blocks one by one (the assembled text joins

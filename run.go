@@ -2,6 +2,7 @@ package executecode
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/executecode/executecode/config"
@@ -51,9 +52,15 @@ func (r *Runtime) execute(ctx context.Context, call Call, python string) (Result
 		o, err = r.runFallback(ctx, rn, reason, err)
 	}
 	if err != nil {
-		return Result{}, err
+		return errorResult(err)
 	}
-	return r.format(o), nil
+	res := r.format(o)
+	// Only the caller's ctx makes an error of a run; the runtime's own
+	// Close also ends runs as cancelled, and they are plain results.
+	if cerr := ctx.Err(); cerr != nil && (o.killedBy == KilledByCancelled || res.Details.Reason == ReasonCancelled) {
+		return res, fmt.Errorf("execute_code: run stopped: %w", cerr)
+	}
+	return res, nil
 }
 
 func (r *Runtime) limits() proc.Limits {

@@ -3,6 +3,7 @@ package executecode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -44,12 +45,17 @@ type Scope struct {
 
 // Owner is an attached session. Its kernels keep their state between
 // calls until Detach; a detached owner is exactly like a dead one to the
-// registry (docs/architecture.md, Owner departure).
+// registry (docs/architecture.md, Owner departure), and a call through it
+// afterwards is ErrDetached.
 type Owner struct {
+	rt       *Runtime
 	scope    Scope
 	owner    *registry.Owner
 	tree     *actors.Tree
 	detached atomic.Bool
+	// coOwner: made by AttachCoOwner, so not the scope's handle that
+	// Attach hands out.
+	coOwner bool
 }
 
 // Scope is the owner's session scope.
@@ -58,28 +64,96 @@ func (o *Owner) Scope() Scope { return o.scope }
 // ErrBadScope reports a session scope with a blank session or agent id.
 var ErrBadScope = errors.New("session scope needs a non-blank session id and agent id")
 
-// Attach makes an owner for scope, starting the kernel subsystem on first
-// use.
-func (r *Runtime) Attach(scope Scope) (*Owner, error) {
+// Attach returns the owner of scope, starting the kernel subsystem on
+// first use. It is idempotent, as serve's attach is: until that owner is
+// detached, every Attach of the same scope returns the same *Owner, so a
+// host that attaches on each turn holds one owner, not one per turn. A
+// second owner of the same kernels is made only on purpose, with
+// AttachCoOwner.
+func (r *Runtime) Attach(ctx context.Context, scope Scope) (*Owner, error) {
+	if err := checkScope(scope); err != nil {
+		return nil, err
+	}
+	r.attachMu.Lock()
+	defer r.attachMu.Unlock()
+	if r.isClosed() {
+		return nil, ErrClosed
+	}
+	if o := r.owners[scope]; o != nil && !o.detached.Load() {
+		return o, nil
+	}
+	o, err := r.newOwner(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	if r.owners == nil {
+		r.owners = map[Scope]*Owner{}
+	}
+	r.owners[scope] = o
+	return o, nil
+}
+
+// AttachCoOwner makes another owner of scope's kernels: each co-owner
+// detaches on its own, and the kernels stop only when the last one is
+// gone. Attach never returns a co-owner.
+func (r *Runtime) AttachCoOwner(ctx context.Context, scope Scope) (*Owner, error) {
+	if err := checkScope(scope); err != nil {
+		return nil, err
+	}
+	o, err := r.newOwner(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	o.coOwner = true
+	return o, nil
+}
+
+func (r *Runtime) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+func checkScope(scope Scope) error {
 	if strings.TrimSpace(scope.SessionID) == "" || strings.TrimSpace(scope.AgentID) == "" {
-		return nil, ErrBadScope
+		return ErrBadScope
+	}
+	return nil
+}
+
+func (r *Runtime) newOwner(ctx context.Context, scope Scope) (*Owner, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
 	}
 	tree, err := r.kernels()
 	if err != nil {
 		return nil, err
 	}
-	owner, err := tree.Registry.Attach(context.Background())
+	owner, err := tree.Registry.Attach(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &Owner{scope: scope, owner: owner, tree: tree}, nil
+	return &Owner{rt: r, scope: scope, owner: owner, tree: tree}, nil
 }
 
 // Detach ends the owner: its queued cells leave their queues, a kernel
 // running its cell is discarded, and kernels no other owner holds stop.
-// Detach is idempotent.
+// A later Attach of the scope makes a new owner. Detach is idempotent,
+// and nil after the runtime's Close.
 func (o *Owner) Detach(ctx context.Context) error {
 	if o == nil || o.detached.Swap(true) {
+		return nil
+	}
+	if !o.coOwner {
+		o.rt.attachMu.Lock()
+		if o.rt.owners[o.scope] == o {
+			delete(o.rt.owners, o.scope)
+		}
+		o.rt.attachMu.Unlock()
+	}
+	if o.rt.isClosed() {
+		// Close stopped every kernel and the registry with them: there is
+		// nothing left to leave, so a deferred Detach after Close is fine.
 		return nil
 	}
 	return o.tree.Registry.Detach(ctx, o.owner)
@@ -136,7 +210,10 @@ type sessionRunner struct{ r *Runtime }
 
 func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	r, owner := s.r, rn.scope
-	if owner == nil || owner.detached.Load() {
+	if owner != nil && owner.detached.Load() {
+		return outcome{}, ErrDetached
+	}
+	if owner == nil {
 		return outcome{}, &notStarted{step: stepScope, err: errNoScope}
 	}
 	key, err := registry.NewKey(owner.scope.SessionID, owner.scope.AgentID, r.rootDir, rn.python, r.cfg.Tools)

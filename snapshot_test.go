@@ -83,7 +83,7 @@ func TestSnapshotUnderConcurrentLoadIsConsistentAndNeverBlocksACell(t *testing.T
 	var cellsWG sync.WaitGroup
 	for i := range sessions {
 		cellsWG.Go(func() {
-			o, err := r.rt.Attach(executecode.Scope{SessionID: fmt.Sprintf("s%d", i), AgentID: "main"})
+			o, err := r.rt.Attach(context.Background(), executecode.Scope{SessionID: fmt.Sprintf("s%d", i), AgentID: "main"})
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -135,7 +135,7 @@ func TestASnapshotReportsTheConfigurationInEffect(t *testing.T) {
 // A queued cell shows in the snapshot's queues.
 func TestSnapshotCountsCellsWaitingBehindARunningOne(t *testing.T) {
 	r := newRig(t)
-	a, b := r.attach("shared"), r.attach("shared")
+	a, b := r.attach("shared"), r.coAttach("shared")
 	gate := writeFile(t, r.root, "gate", "")
 	done := make(chan struct{}, 2)
 	go func() {

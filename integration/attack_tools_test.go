@@ -49,14 +49,14 @@ func toolsModes(t *testing.T, opts []envOption, body func(t *testing.T, e *env, 
 				o := e.attach("s1")
 				run = func(ctx context.Context, s string, ms int) executecode.Result {
 					res, err := e.cellErr(ctx, o, s, false, ms)
-					require.NoError(t, err)
+					requireRan(t, err)
 					return res
 				}
 			} else {
 				e = newEnv(t, nil, opts...)
 				run = func(ctx context.Context, s string, ms int) executecode.Result {
 					res, err := e.exec(ctx, s, ms)
-					require.NoError(t, err)
+					requireRan(t, err)
 					return res
 				}
 			}

@@ -139,7 +139,7 @@ func BenchmarkSessionCell(b *testing.B) {
 	require.NoError(b, err)
 	defer rt.Close(context.Background())
 	for b.Loop() {
-		owner, err := rt.Attach(executecode.Scope{SessionID: "bench", AgentID: "main"})
+		owner, err := rt.Attach(context.Background(), executecode.Scope{SessionID: "bench", AgentID: "main"})
 		require.NoError(b, err)
 		start := time.Now()
 		_, err = rt.Execute(context.Background(), executecode.Call{Script: "x = 1", Owner: owner})

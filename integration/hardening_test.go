@@ -119,7 +119,7 @@ func (e *env) asyncCell(ctx context.Context, o *executecode.Owner, script string
 	ch := make(chan executecode.Result, 1)
 	go func() {
 		res, err := e.cellErr(ctx, o, script, false, timeoutMS)
-		if err != nil {
+		if err != nil && !stoppedByCtx(err) {
 			res = executecode.Result{Content: []executecode.Content{{Type: "error", Text: err.Error()}}}
 		}
 		ch <- res

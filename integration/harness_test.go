@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -158,4 +159,18 @@ func (e *env) stagingRoot() string {
 	m, _ := filepath.Glob(filepath.Join(e.tmp, "lemon-private-*"))
 	require.Len(e.t, m, 1)
 	return m[0]
+}
+
+// stoppedByCtx: the caller's ctx ended a run that started; its Result
+// still says what ran.
+func stoppedByCtx(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// requireRan fails unless err is nil or the caller's ctx ended the run.
+func requireRan(t *testing.T, err error) {
+	t.Helper()
+	if !stoppedByCtx(err) {
+		require.NoError(t, err)
+	}
 }

@@ -52,7 +52,7 @@ func TestLoadConcurrentSessions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, err := e.rt.Attach(executecode.Scope{SessionID: fmt.Sprintf("load-%d", s), AgentID: "main"})
+			o, err := e.rt.Attach(context.Background(), executecode.Scope{SessionID: fmt.Sprintf("load-%d", s), AgentID: "main"})
 			if err != nil {
 				failures.Store(fmt.Sprintf("session %d attach", s), err.Error())
 				return

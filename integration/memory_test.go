@@ -93,7 +93,7 @@ func memoryCellOn(tb testing.TB, rt *executecode.Runtime, o *executecode.Owner) 
 // sessionCycle attaches a session, runs one cell on its new kernel and
 // detaches, which stops the kernel.
 func sessionCycle(tb testing.TB, rt *executecode.Runtime, i int) {
-	o, err := rt.Attach(executecode.Scope{SessionID: "cycle-" + strconv.Itoa(i), AgentID: "main"})
+	o, err := rt.Attach(context.Background(), executecode.Scope{SessionID: "cycle-" + strconv.Itoa(i), AgentID: "main"})
 	require.NoError(tb, err)
 	memoryCellOn(tb, rt, o)
 	require.NoError(tb, o.Detach(context.Background()))
@@ -181,7 +181,7 @@ func TestSessionCyclesKeepTheHeapFlat(t *testing.T) {
 func TestCellsOnOneKernelKeepTheHeapFlat(t *testing.T) {
 	n := memoryCount(t, "MEMORY_CELLS", defaultMemoryCells)
 	rt := memoryEnv(t, scaledJournal(n))
-	o, err := rt.Attach(executecode.Scope{SessionID: "cells", AgentID: "main"})
+	o, err := rt.Attach(context.Background(), executecode.Scope{SessionID: "cells", AgentID: "main"})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, o.Detach(context.Background())) }()
 	for range memoryWarmup {
@@ -224,7 +224,7 @@ func BenchmarkSessionCycleHeap(b *testing.B) {
 // on the heap in the steady state. One op is heapBatch cells.
 func BenchmarkSessionCellHeap(b *testing.B) {
 	rt := benchRuntime(b)
-	o, err := rt.Attach(executecode.Scope{SessionID: "cells", AgentID: "main"})
+	o, err := rt.Attach(context.Background(), executecode.Scope{SessionID: "cells", AgentID: "main"})
 	require.NoError(b, err)
 	defer func() { require.NoError(b, o.Detach(context.Background())) }()
 	for range memoryWarmup {

@@ -276,7 +276,7 @@ func TestCancelledCallSaysCancelledAndKillsTheScript(t *testing.T) {
 		cancel()
 	}()
 	res, err := e.exec(ctx, "import time\ntext('running')\ntime.sleep(60)\n")
-	require.NoError(t, err)
+	require.ErrorIs(t, err, context.Canceled)
 	assert.True(t, strings.HasPrefix(res.Text(), "Script cancelled.\n\nScript result (text()):\nrunning"), res.Text())
 	assert.Equal(t, executecode.KilledByCancelled, res.Details.KilledBy)
 }
@@ -286,9 +286,10 @@ func TestPreCancelledCallRunsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res, err := e.exec(ctx, "open('ran', 'w').write('x')")
-	require.NoError(t, err)
+	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, "Script cancelled.", res.Text())
-	assert.Nil(t, res.Details)
+	require.NotNil(t, res.Details)
+	assert.Equal(t, executecode.KilledByCancelled, res.Details.KilledBy)
 	assert.NoFileExists(t, e.root+"/ran")
 }
 
@@ -322,7 +323,7 @@ func TestDisabledToolAndMissingPythonAreErrors(t *testing.T) {
 	off := newEnv(t, nil, withConfig(func(c *config.Config) { c.Enabled = false }))
 	_, err := off.exec(context.Background(), "x = 1")
 	assert.ErrorIs(t, err, executecode.ErrDisabled)
-	assert.Equal(t, "execute_code is disabled. Enable [runtime.tools.execute_code] in config.", err.Error())
+	assert.Equal(t, "execute_code is disabled. Enable [runtime.tools.execute_code] in config.", executecode.ModelText(err))
 
 	missing := newEnv(t, nil, withConfig(func(c *config.Config) { c.PythonPath = "/nonexistent/python3" }))
 	_, err = missing.exec(context.Background(), "x = 1")

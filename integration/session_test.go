@@ -21,7 +21,16 @@ func sessionEnv(t *testing.T, files map[string]string, opts ...envOption) *env {
 
 func (e *env) attach(session string) *executecode.Owner {
 	e.t.Helper()
-	o, err := e.rt.Attach(executecode.Scope{SessionID: session, AgentID: "main"})
+	o, err := e.rt.Attach(context.Background(), executecode.Scope{SessionID: session, AgentID: "main"})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = o.Detach(context.Background()) })
+	return o
+}
+
+// coAttach makes a co-owner of session's kernels.
+func (e *env) coAttach(session string) *executecode.Owner {
+	e.t.Helper()
+	o, err := e.rt.AttachCoOwner(context.Background(), executecode.Scope{SessionID: session, AgentID: "main"})
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = o.Detach(context.Background()) })
 	return o
@@ -127,7 +136,7 @@ func TestSeparateSessionsHaveSeparateKernels(t *testing.T) {
 
 func TestCoOwnerResetForksOnlyTheRequester(t *testing.T) {
 	e := sessionEnv(t, nil)
-	a, b := e.attach("shared"), e.attach("shared")
+	a, b := e.attach("shared"), e.coAttach("shared")
 	e.cell(a, "shared = 'yes'")
 	assert.Equal(t, []string{"True"}, e.cell(b, "text(str('shared' in globals()))").Blocks, "co-owners share one kernel")
 	res, err := e.cellErr(context.Background(), b, "text(str('shared' in globals()))", true)
@@ -199,7 +208,7 @@ func TestSnapshotCountsLiveKernels(t *testing.T) {
 // untouched.
 func TestDepartingCoOwnerLosesOnlyItsQueuedCell(t *testing.T) {
 	e := sessionEnv(t, nil)
-	a, b := e.attach("shared"), e.attach("shared")
+	a, b := e.attach("shared"), e.coAttach("shared")
 	e.cell(a, "kept = 'yes'")
 	running := make(chan executecode.Result, 1)
 	go func() { running <- e.cell(a, "import time\ntime.sleep(1.5)\ntext('a finished')\n") }()

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -212,19 +213,24 @@ time.sleep(30)
 			time.Sleep(5 * time.Millisecond)
 		}
 		queued := make(chan executecode.Result, 1)
-		go func() { queued <- s.cell(o, "text('queued ran')", false, 20000) }()
+		go func() {
+			// Sent after the Detach (a slow scheduler), it is ErrDetached.
+			res, err := s.e.rt.Execute(context.Background(), executecode.Call{Script: "text('queued ran')", Owner: o, TimeoutMS: 20000})
+			if errors.Is(err, executecode.ErrDetached) {
+				res.Details.FallbackReason = "detached"
+			} else {
+				assert.NoError(s.t, err)
+			}
+			queued <- res
+		}()
 		time.Sleep(20 * time.Millisecond)
 		assert.NoError(s.t, o.Detach(context.Background()))
 		res := <-running
 		assert.Equal(s.t, executecode.KilledByOwnerGone, res.Details.KilledBy, res.Text())
 		// Queued behind the running cell, it leaves the queue unrun; sent
-		// after the Detach (a slow scheduler), it runs isolated.
+		// after the Detach, it does not run at all.
 		q := <-queued
-		if q.Details.FallbackReason == "" {
-			assert.Empty(s.t, q.Blocks, "a queued cell of a dead owner never runs on its kernel")
-		} else {
-			assert.Equal(s.t, executecode.FallbackMissingScope, q.Details.FallbackReason)
-		}
+		assert.Empty(s.t, q.Blocks, "a queued cell of a dead owner never runs")
 		_ = os.Remove(started)
 	}},
 	{"reset", func(s *soak, o *executecode.Owner, i int) {
@@ -237,7 +243,7 @@ time.sleep(30)
 		s.set(o, i)
 		var extra []*executecode.Owner
 		for k := range evictSessions {
-			x, err := s.e.rt.Attach(executecode.Scope{SessionID: fmt.Sprintf("soak-%d-evict-%d", i, k), AgentID: "main"})
+			x, err := s.e.rt.Attach(context.Background(), executecode.Scope{SessionID: fmt.Sprintf("soak-%d-evict-%d", i, k), AgentID: "main"})
 			if !assert.NoError(s.t, err) {
 				return
 			}
@@ -311,7 +317,7 @@ func TestSoakKernelLifecyclesWithInjectedFaults(t *testing.T) {
 					baseOnce.Do(func() { baseline = settledMemory() })
 				}
 				f := soakFaults[i%len(soakFaults)]
-				o, err := s.e.rt.Attach(executecode.Scope{SessionID: fmt.Sprintf("soak-%d", i), AgentID: "main"})
+				o, err := s.e.rt.Attach(context.Background(), executecode.Scope{SessionID: fmt.Sprintf("soak-%d", i), AgentID: "main"})
 				if !assert.NoError(t, err) {
 					return
 				}

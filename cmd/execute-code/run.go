@@ -29,9 +29,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs.BoolVar(&asJSON, "json", false, "print the tool result as JSON")
 	fail := func(err error) int {
 		if asJSON {
-			_ = json.NewEncoder(stdout).Encode(map[string]string{"error": err.Error()})
+			_ = json.NewEncoder(stdout).Encode(map[string]string{"error": executecode.ModelText(err)})
 		} else {
-			fmt.Fprintf(stderr, "execute-code: %v\n", err)
+			fmt.Fprintf(stderr, "execute-code: %s\n", executecode.ModelText(err))
 		}
 		return exitUsage
 	}
@@ -73,13 +73,13 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	var owner *executecode.Owner
 	if rt.Config().KernelMode == config.Session {
 		// A throwaway session: one cell on its own kernel, then detach.
-		if owner, err = rt.Attach(executecode.Scope{SessionID: "run-" + randomID(), AgentID: "cli"}); err != nil {
+		if owner, err = rt.Attach(ctx, executecode.Scope{SessionID: "run-" + randomID(), AgentID: "cli"}); err != nil {
 			return fail(err)
 		}
 		defer owner.Detach(context.Background())
 	}
 	res, err := rt.ExecuteParams(ctx, params, notify, owner)
-	if err != nil {
+	if err != nil && !stoppedByCtx(err) {
 		return fail(err)
 	}
 	if asJSON {
@@ -90,6 +90,12 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintln(stdout, res.Text())
 	}
 	return runStatus(res)
+}
+
+// stoppedByCtx: ctx ended the call (a signal, say); its Result is still
+// the answer, worded for the model.
+func stoppedByCtx(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // runStatus is 0 for a script that ran and exited 0, else 1. exit_code

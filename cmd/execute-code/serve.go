@@ -189,7 +189,7 @@ func (s *server) handle(ctx context.Context, line []byte, tooLong bool) {
 	}
 	switch a := args.(type) {
 	case attachArgs:
-		s.attach(req.ID, a)
+		s.attach(ctx, req.ID, a)
 	case detachArgs:
 		s.detach(req.ID, a)
 	case executeArgs:
@@ -212,7 +212,7 @@ func idValue(id json.RawMessage) any {
 	return id
 }
 
-func (s *server) attach(id json.RawMessage, a attachArgs) {
+func (s *server) attach(ctx context.Context, id json.RawMessage, a attachArgs) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ss, ok := s.sessions[a.Session]; ok {
@@ -223,7 +223,7 @@ func (s *server) attach(id json.RawMessage, a attachArgs) {
 		s.out.send(map[string]any{"id": idValue(id), "ok": true})
 		return
 	}
-	owner, err := s.rt.Attach(executecode.Scope{SessionID: a.Session, AgentID: a.Agent})
+	owner, err := s.rt.Attach(ctx, executecode.Scope{SessionID: a.Session, AgentID: a.Agent})
 	if err != nil {
 		s.out.send(errorAnswer(id, "attach: "+err.Error()))
 		return
@@ -277,8 +277,8 @@ func (s *server) execute(ctx context.Context, id json.RawMessage, a executeArgs)
 			call.Notify, call.Owner, call.ApprovalTag, call.Queued = notify, owner, id, queued
 			res, err = s.rt.Execute(ctx, call)
 		}
-		if err != nil {
-			s.out.send(errorAnswer(id, err.Error()))
+		if err != nil && !stoppedByCtx(err) {
+			s.out.send(errorAnswer(id, executecode.ModelText(err)))
 			return
 		}
 		s.out.send(map[string]any{"id": idValue(id), "result": res})

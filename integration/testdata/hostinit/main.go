@@ -40,7 +40,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	owner, err := session.Attach(executecode.Scope{SessionID: "s1", AgentID: "main"})
+	owner, err := session.Attach(context.Background(), executecode.Scope{SessionID: "s1", AgentID: "main"})
 	if err != nil {
 		return err
 	}
