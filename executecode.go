@@ -98,8 +98,15 @@ type Runtime struct {
 	log     zerolog.Logger
 	rootDir string
 	tools   map[string]tools.Tool
-	tmpDir  string
-	wakeups bool
+	// host are the WithHostTool registrations; specs their validated
+	// specs, helpers the reachable helper names (built-ins, then host
+	// tools) and toolsDigest their digest, which every kernel key carries.
+	host        []hostTool
+	specs       []tools.Spec
+	helpers     []string
+	toolsDigest string
+	tmpDir      string
+	wakeups     bool
 
 	// bus is the runtime's own event bus: every emitter of the runtime
 	// emits here, and the journal, the metrics and the host's bus
@@ -146,7 +153,6 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if r.approver == nil {
 		r.approver = denyAll
 	}
-	r.helperSource = shimpy.RenderModule(cfg.Tools, cfg.MaxTextBytes)
 	if r.rootDir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -169,6 +175,10 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		}
 		r.tools = builtin
 	}
+	if err := r.addHostTools(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	r.helperSource = shimpy.RenderModule(r.helpers, cfg.MaxTextBytes, r.specs...)
 	r.base, r.stop = context.WithCancel(context.Background())
 	r.spawner = proc.NewSpawner()
 	r.observe()

@@ -284,7 +284,7 @@ func (s sessionRunner) execute(ctx, cellCtx context.Context, rn run, ws workspac
 	defer cancelExec()
 	defer context.AfterFunc(alloc.Lease.Context(), cancelExec)()
 	reply := alloc.Worker.Execute(execCtx, kernelworker.Cell{
-		Code:      shimpy.RenderScript(rn.call.Script, r.cfg.Tools),
+		Code:      shimpy.RenderScript(rn.call.Script, r.helpers, r.specs...),
 		Bridge:    &kernelworker.Bridge{Dir: ws.rpc, Token: ws.token, MaxTextBytes: r.cfg.MaxTextBytes},
 		Scrub:     sc,
 		Timeout:   max(time.Until(rn.deadline), time.Millisecond),

@@ -1,0 +1,162 @@
+package executecode_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/tools"
+)
+
+// weatherSpec is the sample host tool: one required argument, one
+// optional.
+var weatherSpec = tools.Spec{
+	Name:        "weather",
+	Description: "Current weather for a city.",
+	Parameters: json.RawMessage(`{"type":"object","required":["city"],"properties":{
+		"city":{"type":"string"},"units":{"type":"string","enum":["metric","imperial"]}}}`),
+}
+
+// hostTool records the parameters of every call and answers with reply.
+type hostTool struct {
+	name  string
+	reply func(params map[string]any) (tools.Result, error)
+	mu    sync.Mutex
+	calls []map[string]any
+}
+
+func (h *hostTool) Name() string { return h.name }
+
+func (h *hostTool) Execute(_ context.Context, params map[string]any) (tools.Result, error) {
+	h.mu.Lock()
+	h.calls = append(h.calls, params)
+	h.mu.Unlock()
+	return h.reply(params)
+}
+
+func (h *hostTool) seen() []map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]map[string]any(nil), h.calls...)
+}
+
+func newWeather() *hostTool {
+	return &hostTool{name: "weather", reply: func(p map[string]any) (tools.Result, error) {
+		units, _ := p["units"].(string)
+		if units == "" {
+			units = "metric"
+		}
+		return tools.TextResult(fmt.Sprintf("%v: 4 degrees (%s)", p["city"], units)), nil
+	}}
+}
+
+var modes = []config.Mode{config.PerCall, config.Session}
+
+// hostRig is an enabled runtime in mode with the weather tool registered,
+// and the owner a call of that mode runs under (nil per call).
+func hostRig(t *testing.T, mode config.Mode, w *hostTool, tune ...rigOption) (*rig, *executecode.Owner) {
+	t.Helper()
+	tune = append([]rigOption{withCfg(func(c *config.Config) { c.KernelMode = mode }),
+		withOption(executecode.WithHostTool(weatherSpec, w))}, tune...)
+	r := newRig(t, tune...)
+	var o *executecode.Owner
+	if mode == config.Session {
+		o = r.attach("host-tools")
+	}
+	return r, o
+}
+
+func TestHostToolIsCalledByItsOwnName(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			w := newWeather()
+			r, o := hostRig(t, mode, w)
+			writeFile(t, r.root, "city.txt", "Oslo")
+			res := r.run(o, `text(weather(read("city.txt").split("\t")[-1].strip()))
+text(weather(city="Bergen", units="imperial"))
+text(weather.__doc__)
+text(repr(batch([("weather", {"city": "Tromso"})])))`)
+			assert.Equal(t, "Oslo: 4 degrees (metric)\nBergen: 4 degrees (imperial)\nCurrent weather for a city.\n['Tromso: 4 degrees (metric)']",
+				strings.Join(res.Blocks, "\n"), res.Text())
+			assert.Contains(t, res.Details.RPCTools, "weather")
+			assert.Equal(t, []map[string]any{{"city": "Oslo"}, {"city": "Bergen", "units": "imperial"}}, w.seen()[:2])
+		})
+	}
+}
+
+func TestHostToolMissingRequiredArgumentFailsInPython(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			w := newWeather()
+			r, o := hostRig(t, mode, w)
+			res := r.run(o, `for f in (lambda: weather(), lambda: weather(city=None), lambda: weather(units="metric"),
+          lambda: batch([("weather", {"units": "metric"})]), lambda: batch([("weather", {"city": "x", "wind": 1})])):
+    try:
+        f()
+    except TypeError as e:
+        text("TypeError: " + str(e))`)
+			assert.Equal(t, []string{
+				"TypeError: weather() missing 1 required positional argument: 'city'",
+				"TypeError: weather() missing required argument: 'city'",
+				"TypeError: weather() missing 1 required positional argument: 'city'",
+				"TypeError: weather() missing 1 required positional argument: 'city'",
+				"TypeError: weather() got an unexpected keyword argument 'wind'",
+			}, res.Blocks, res.Text())
+			assert.Empty(t, w.seen(), "no call may reach the host")
+			assert.Zero(t, res.Details.RPCCalls)
+		})
+	}
+}
+
+func TestHostToolSpecIsValidated(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{}}`)
+	for _, tc := range []struct {
+		spec tools.Spec
+		want string
+	}{
+		{tools.Spec{Name: "", Description: "d", Parameters: schema}, `"": the name must be an ASCII python identifier`},
+		{tools.Spec{Name: "get-weather", Description: "d", Parameters: schema}, `"get-weather": the name must be an ASCII python identifier`},
+		{tools.Spec{Name: "1st", Description: "d", Parameters: schema}, `"1st": the name must be`},
+		{tools.Spec{Name: "wéather", Description: "d", Parameters: schema}, `"wéather": the name must be an ASCII`},
+		{tools.Spec{Name: "_call", Description: "d", Parameters: schema}, `"_call": the name must not start with an underscore`},
+		{tools.Spec{Name: "print", Description: "d", Parameters: schema}, `would shadow the python keyword, builtin or helper "print"`},
+		{tools.Spec{Name: "lambda", Description: "d", Parameters: schema}, `"lambda"`},
+		{tools.Spec{Name: "batch", Description: "d", Parameters: schema}, `helper "batch"`},
+		{tools.Spec{Name: "ToolError", Description: "d", Parameters: schema}, `helper "ToolError"`},
+		{tools.Spec{Name: "os", Description: "d", Parameters: schema}, `helper "os"`},
+		{tools.Spec{Name: "w", Description: " ", Parameters: schema}, `"w": the description is empty`},
+		{tools.Spec{Name: "w", Description: "one\ntwo", Parameters: schema}, `"w": the description must be one line`},
+		{tools.Spec{Name: "w", Description: "d"}, `"w": the parameters schema is empty`},
+		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`[]`)}, `"w": the parameters schema is not a JSON object`},
+		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"string"}`)}, `must have "type": "object"`},
+		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}, `must have "properties"`},
+		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{"a-b":{}}}`)}, `the parameter "a-b" is not a usable`},
+		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{"class":{}}}`)}, `the parameter "class"`},
+		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{},"required":["q"]}`)}, `the required parameter "q" is not among the properties`},
+		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{}} {}`)}, `data after its object`},
+	} {
+		t.Run(tc.spec.Name, func(t *testing.T) {
+			cfg := config.Defaults()
+			cfg.Enabled = true
+			_, err := executecode.New(cfg, executecode.WithRoot(t.TempDir()), executecode.WithHostTool(tc.spec, newWeather()))
+			require.ErrorIs(t, err, tools.ErrBadSpec)
+			require.ErrorIs(t, err, executecode.ErrConfig)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	cfg := config.Defaults()
+	_, err := executecode.New(cfg, executecode.WithRoot(t.TempDir()), executecode.WithHostTool(weatherSpec, nil))
+	assert.ErrorIs(t, err, tools.ErrBadSpec)
+	assert.ErrorContains(t, err, `"weather": the tool is nil`)
+	_, err = executecode.New(cfg, executecode.WithRoot(t.TempDir()),
+		executecode.WithHostTool(weatherSpec, newWeather()), executecode.WithHostTool(weatherSpec, newWeather()))
+	assert.ErrorContains(t, err, `"weather": registered twice`)
+}
