@@ -198,8 +198,9 @@ func checkConfig(cfg config.Config) error {
 // Config is the configuration the runtime was built with.
 func (r *Runtime) Config() config.Config { return r.cfg }
 
-// Description is the tool description a model would be shown.
-func (r *Runtime) Description() string { return Description(r.cfg) }
+// Description is the tool description a model would be shown: it lists
+// exactly the helpers a script can reach, host tools included.
+func (r *Runtime) Description() string { return describe(r.cfg, r.helpers, r.specs) }
 
 // ExecuteParams runs a call given as the tool's JSON parameters, checking
 // them in the reference's order: disabled, script, reset, interpreter.
