@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/tools"
 )
 
@@ -48,6 +49,13 @@ func (r *Runtime) addHostTools() error {
 		}
 		r.specs = append(r.specs, h.spec)
 		r.tools[h.spec.Name] = h.tool
+	}
+	for _, name := range r.cfg.Tools {
+		if _, ok := r.tools[name]; !ok && name != config.NoTools && !slices.Contains(tools.Allowlist, name) {
+			// Only a hand-built Config can get here (Load drops unknown
+			// names): a tools entry enables, it never registers.
+			return fmt.Errorf("tools: %q is neither a built-in nor a tool this host registered (WithHostTool)", name)
+		}
 	}
 	r.helpers = nil
 	for _, name := range tools.Allowlist {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/tools"
 )
@@ -159,4 +160,105 @@ func TestHostToolSpecIsValidated(t *testing.T) {
 	_, err = executecode.New(cfg, executecode.WithRoot(t.TempDir()),
 		executecode.WithHostTool(weatherSpec, newWeather()), executecode.WithHostTool(weatherSpec, newWeather()))
 	assert.ErrorContains(t, err, `"weather": registered twice`)
+}
+
+// Policy, approvals, the byte budget and untrusted marking treat a host
+// tool exactly as a built-in: by its name, its result's encoded size and
+// its Untrusted flag.
+func TestHostToolIsGovernedLikeABuiltin(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Run("deny", func(t *testing.T) {
+				w := newWeather()
+				r, o := hostRig(t, mode, w, withCfg(func(c *config.Config) { c.Deny = []string{"weather"} }))
+				res := r.run(o, `try:
+    weather("Oslo")
+except ToolError as e:
+    text("denied: " + str(e))
+text(str(len(ls())))`)
+				require.Len(t, res.Blocks, 2, res.Text())
+				assert.Contains(t, res.Blocks[0], "denied: ")
+				assert.Contains(t, res.Blocks[0], "weather")
+				assert.Empty(t, w.seen())
+				assert.Equal(t, 1, res.Details.RPCDenied)
+			})
+			t.Run("allow list narrows host tools too", func(t *testing.T) {
+				w := newWeather()
+				r, o := hostRig(t, mode, w, withCfg(func(c *config.Config) { c.Allow = []string{"read"} }))
+				res := r.run(o, "try:\n    weather('Oslo')\nexcept ToolError as e:\n    text('denied')")
+				assert.Equal(t, []string{"denied"}, res.Blocks, res.Text())
+				assert.Empty(t, w.seen())
+			})
+			t.Run("approval", func(t *testing.T) {
+				var asked []string
+				var mu sync.Mutex
+				approver := approval.ApproverFunc(func(_ context.Context, req approval.Request) (approval.Decision, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					asked = append(asked, fmt.Sprintf("%s %v", req.Tool, req.Args))
+					return approval.Deny, nil
+				})
+				w := newWeather()
+				r, o := hostRig(t, mode, w, withCfg(func(c *config.Config) { c.RequireApproval = []string{"weather"} }),
+					withOption(executecode.WithApprover(approver)))
+				res := r.run(o, "try:\n    weather('Oslo')\nexcept ToolError as e:\n    text('refused')")
+				assert.Equal(t, []string{"refused"}, res.Blocks, res.Text())
+				mu.Lock()
+				assert.Equal(t, []string{"weather map[city:Oslo]"}, asked)
+				mu.Unlock()
+				assert.Empty(t, w.seen())
+			})
+			t.Run("budget", func(t *testing.T) {
+				big := &hostTool{name: "weather", reply: func(map[string]any) (tools.Result, error) {
+					return tools.TextResult(strings.Repeat("x", 600)), nil
+				}}
+				r, o := hostRig(t, mode, big, withCfg(func(c *config.Config) { c.MaxRPCResultBytes = 1000 }))
+				res := r.run(o, `text(str(len(weather("a"))))
+try:
+    weather("b")
+except ToolError as e:
+    text("over: " + str(e))`)
+				require.Len(t, res.Blocks, 2, res.Text())
+				assert.Equal(t, "600", res.Blocks[0])
+				assert.Contains(t, res.Blocks[1], "over: ")
+				assert.Equal(t, int64(600), res.Details.RPCBytes)
+				assert.Len(t, big.seen(), 2)
+			})
+			t.Run("untrusted", func(t *testing.T) {
+				web := &hostTool{name: "weather", reply: func(map[string]any) (tools.Result, error) {
+					r := tools.TextResult("from the web")
+					r.Untrusted = true
+					return r, nil
+				}}
+				r, o := hostRig(t, mode, web)
+				res := r.run(o, `text(weather("a"))`)
+				assert.Equal(t, executecode.Untrusted, res.Trust)
+			})
+		})
+	}
+}
+
+// No file can add a tool: a tools entry naming a tool the host did not
+// register is dropped at load, and one in a hand-built Config is an error
+// naming it. A registered host tool stays reachable whatever the list
+// says of the built-ins.
+func TestConfigCannotAddAHostTool(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "config.toml", "[runtime.tools.execute_code]\nenabled = true\nkernel_mode = \"per_call\"\ntools = [\"ls\", \"weather\"]\n")
+	cfg, err := config.Load(config.Options{File: file, Env: []string{}, Cwd: dir})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ls"}, cfg.Tools)
+	r := newRig(t, withCfg(func(c *config.Config) { *c = cfg }))
+	res := r.run(nil, "try:\n    weather('Oslo')\nexcept NameError as e:\n    text(str(e))")
+	assert.Equal(t, []string{"name 'weather' is not defined"}, res.Blocks, res.Text())
+
+	w := newWeather()
+	r = newRig(t, withCfg(func(c *config.Config) { *c = cfg }), withOption(executecode.WithHostTool(weatherSpec, w)))
+	res = r.run(nil, "text(weather('Oslo'))\ntry:\n    read('x')\nexcept NameError as e:\n    text(str(e))")
+	assert.Equal(t, []string{"Oslo: 4 degrees (metric)", "name 'read' is not defined"}, res.Blocks, res.Text())
+
+	cfg.Tools = []string{"read", "weather"}
+	_, err = executecode.New(cfg, executecode.WithRoot(dir))
+	require.ErrorIs(t, err, executecode.ErrConfig)
+	assert.ErrorContains(t, err, `tools: "weather" is neither a built-in nor a tool this host registered`)
 }
