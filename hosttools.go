@@ -74,8 +74,12 @@ func (r *Runtime) addHostTools() error {
 
 // toolSetDigest identifies the reachable helpers and the host tools'
 // specs, so a session kernel staged with one tool set is never handed a
-// call that expects another.
+// call that expects another. With no host tools the helper names (in
+// the key already) say it all, and it is "".
 func toolSetDigest(helpers []string, specs []tools.Spec) string {
+	if len(specs) == 0 {
+		return ""
+	}
 	var b strings.Builder
 	field := func(s string) { b.WriteString(strconv.Itoa(len(s)) + ":" + s) }
 	for _, h := range helpers {

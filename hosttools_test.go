@@ -262,3 +262,23 @@ func TestConfigCannotAddAHostTool(t *testing.T) {
 	require.ErrorIs(t, err, executecode.ErrConfig)
 	assert.ErrorContains(t, err, `tools: "weather" is neither a built-in nor a tool this host registered`)
 }
+
+// A kernel key carries the tool set's digest: a schema change alone gives
+// a different key, and built-ins alone keep the reference's keys.
+func TestToolSetDigestFollowsTheSchemas(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Enabled = true
+	digest := func(opts ...executecode.Option) string {
+		rt, err := executecode.New(cfg, append(opts, executecode.WithRoot(t.TempDir()))...)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, rt.Close(context.Background())) })
+		return executecode.ToolSetDigest(rt)
+	}
+	days := weatherSpec
+	days.Parameters = json.RawMessage(`{"type":"object","required":["city"],"properties":{"city":{},"days":{}}}`)
+	a, b := digest(executecode.WithHostTool(weatherSpec, newWeather())), digest(executecode.WithHostTool(days, newWeather()))
+	assert.NotEmpty(t, a)
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, a, digest(executecode.WithHostTool(weatherSpec, newWeather())))
+	assert.Empty(t, digest())
+}

@@ -139,10 +139,11 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	if owner == nil || owner.detached.Load() {
 		return outcome{}, &notStarted{step: stepScope, err: errNoScope}
 	}
-	key, err := registry.NewKey(owner.scope.SessionID, owner.scope.AgentID, r.rootDir, rn.python, r.cfg.Tools)
+	key, err := registry.NewKey(owner.scope.SessionID, owner.scope.AgentID, r.rootDir, rn.python, r.helpers)
 	if err != nil {
 		return notRun(rn, ReasonInvalidSessionKey, "Script did not run: the session's kernel key is invalid ("+r.scrubError(err)+").", true, false), nil
 	}
+	key.ToolSet = r.toolsDigest
 	reqCtx, cancelReq := context.WithDeadline(ctx, rn.deadline)
 	defer cancelReq()
 
