@@ -59,6 +59,9 @@ func describe(cfg config.Config, helpers []string, specs []tools.Spec) string {
 		b.WriteString("The script can call these pre-imported helper functions, which invoke the corresponding agent tools and return their text output as a string: ")
 		b.WriteString(strings.Join(sigs, ", "))
 		b.WriteString(".")
+		if len(about) > 0 {
+			b.WriteString(" A host tool may instead return JSON, which arrives as a dict or list.")
+		}
 		for _, a := range about {
 			b.WriteString(" " + a)
 		}

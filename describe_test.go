@@ -63,10 +63,10 @@ func TestRuntimeDescriptionListsExactlyTheReachableHelpers(t *testing.T) {
 	rt = newRT(executecode.WithHostTool(weatherSpec, newWeather()))
 	d = rt.Description()
 	assert.Contains(t, d, ": read(path, offset=None, limit=None), grep(pattern, ")
-	assert.Contains(t, d, ", weather(city, units=None). weather: Current weather for a city. Failed calls raise ToolError.")
+	assert.Contains(t, d, ", weather(city, units=None). A host tool may instead return JSON, which arrives as a dict or list. weather: Current weather for a city. Failed calls raise ToolError.")
 	assert.NotContains(t, d, "ls(")
 
 	cfg.Tools = nil
 	rt = newRT(executecode.WithHostTool(weatherSpec, newWeather()))
-	assert.Contains(t, rt.Description(), "as a string: weather(city, units=None). weather: Current weather for a city.")
+	assert.Contains(t, rt.Description(), "as a string: weather(city, units=None). A host tool may instead return JSON, which arrives as a dict or list. weather: Current weather for a city.")
 }

@@ -282,3 +282,32 @@ func TestToolSetDigestFollowsTheSchemas(t *testing.T) {
 	assert.Equal(t, a, digest(executecode.WithHostTool(weatherSpec, newWeather())))
 	assert.Empty(t, digest())
 }
+
+// A host tool may answer JSON: the script gets python values, and the
+// budget counts the encoded document.
+func TestHostToolJSONResultArrivesAsPythonValues(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			doc := map[string]any{"city": "Oslo", "temps": []int{4, 5}, "wind": nil, "note": "snø \u2028"}
+			want, err := json.Marshal(doc)
+			require.NoError(t, err)
+			w := &hostTool{name: "weather", reply: func(p map[string]any) (tools.Result, error) {
+				if p["city"] == "bad" {
+					return tools.Result{Content: []tools.Content{{Type: tools.TypeJSON, Text: "{not json"}}}, nil
+				}
+				return tools.JSONResult(doc)
+			}}
+			r, o := hostRig(t, mode, w)
+			res := r.run(o, `d = weather("Oslo")
+text(type(d).__name__ + " " + type(d["temps"]).__name__ + " " + repr(d["temps"]) + " " + repr(d["wind"]) + " " + d["note"])
+a, b = batch([("weather", {"city": "x"}), ("weather", {"city": "y"})])
+text(repr(a == b == d))
+try:
+    weather("bad")
+except ToolError as e:
+    text(str(e))`)
+			assert.Equal(t, []string{"dict list [4, 5] None snø \u2028", "True", "tool 'weather' returned a JSON result that does not parse"}, res.Blocks, res.Text())
+			assert.Equal(t, int64(3*len(want)), res.Details.RPCBytes, "the budget counts the encoded document")
+		})
+	}
+}
