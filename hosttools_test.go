@@ -311,3 +311,15 @@ except ToolError as e:
 		})
 	}
 }
+
+// A description is data, never code: quotes, backslashes, template
+// braces and python escapes reach __doc__ verbatim.
+func TestHostToolDescriptionIsQuotedIntoTheStub(t *testing.T) {
+	nasty := weatherSpec
+	nasty.Description = `Ends """ here \" \\ '''; {{.Name}} \x00 ` + "\u00e9 \t tab\"); import os; os._exit(3) #"
+	w := newWeather()
+	r := newRig(t, withCfg(func(c *config.Config) { c.KernelMode = config.PerCall }), withOption(executecode.WithHostTool(nasty, w)))
+	res := r.run(nil, "text(weather.__doc__)\ntext(weather('Oslo'))")
+	assert.Equal(t, []string{nasty.Description, "Oslo: 4 degrees (metric)"}, res.Blocks, res.Text())
+	assert.Contains(t, r.rt.Description(), "weather: "+nasty.Description+".")
+}
