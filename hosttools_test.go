@@ -141,6 +141,8 @@ func TestHostToolSpecIsValidated(t *testing.T) {
 		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}, `must have "properties"`},
 		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{"a-b":{}}}`)}, `the parameter "a-b" is not a usable`},
 		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{"class":{}}}`)}, `the parameter "class"`},
+		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{"_x":{}}}`)}, `the parameter "_x"`},
+		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{"TypeError":{}}}`)}, `the parameter "TypeError"`},
 		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{},"required":["q"]}`)}, `the required parameter "q" is not among the properties`},
 		{tools.Spec{Name: "w", Description: "d", Parameters: json.RawMessage(`{"type":"object","properties":{}} {}`)}, `data after its object`},
 	} {
@@ -322,4 +324,16 @@ func TestHostToolDescriptionIsQuotedIntoTheStub(t *testing.T) {
 	res := r.run(nil, "text(weather.__doc__)\ntext(weather('Oslo'))")
 	assert.Equal(t, []string{nasty.Description, "Oslo: 4 degrees (metric)"}, res.Blocks, res.Text())
 	assert.Contains(t, r.rt.Description(), "weather: "+nasty.Description+".")
+}
+
+// Schemas name their arguments freely: a builtin's or a helper's name is
+// a fine keyword argument, shadowed only inside the stub.
+func TestHostToolArgumentsMayBeNamedLikeBuiltins(t *testing.T) {
+	spec := tools.Spec{Name: "lookup", Description: "Look a thing up.",
+		Parameters: json.RawMessage(`{"type":"object","required":["type","id"],"properties":{"type":{},"id":{},"format":{},"text":{}}}`)}
+	echo := &hostTool{name: "lookup", reply: func(p map[string]any) (tools.Result, error) { return tools.JSONResult(p) }}
+	r := newRig(t, withCfg(func(c *config.Config) { c.KernelMode = config.PerCall }), withOption(executecode.WithHostTool(spec, echo)))
+	res := r.run(nil, "text(repr(sorted(lookup('user', 7, text='t').items())))\ntext(repr(type(1)))")
+	assert.Equal(t, []string{"[('id', 7), ('text', 't'), ('type', 'user')]", "<class 'int'>"}, res.Blocks, res.Text())
+	assert.Contains(t, r.rt.Description(), "lookup(type, id, format=None, text=None)")
 }

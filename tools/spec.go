@@ -32,10 +32,11 @@ var ErrBadSpec = errors.New("invalid host tool spec")
 // builtins (a helper would shadow them in every script), the shim's own
 // helpers and the modules its globals hold.
 var reserved = func() map[string]bool {
-	m := map[string]bool{}
+	m := map[string]bool{"match": true, "case": true, "type": true}
+	for n := range keywords {
+		m[n] = true
+	}
 	for _, group := range []string{
-		// Keywords and soft keywords.
-		"False None True and as assert async await break class continue def del elif else except finally for from global if import in is lambda nonlocal not or pass raise return try while with yield match case type _",
 		// Builtins.
 		"ArithmeticError AssertionError AttributeError BaseException BaseExceptionGroup BlockingIOError BrokenPipeError BufferError BytesWarning ChildProcessError ConnectionAbortedError ConnectionError ConnectionRefusedError ConnectionResetError DeprecationWarning EOFError Ellipsis EncodingWarning EnvironmentError Exception ExceptionGroup FileExistsError FileNotFoundError FloatingPointError FutureWarning GeneratorExit IOError ImportError ImportWarning IndentationError IndexError InterruptedError IsADirectoryError KeyError KeyboardInterrupt LookupError MemoryError ModuleNotFoundError NameError NotADirectoryError NotImplemented NotImplementedError OSError OverflowError PendingDeprecationWarning PermissionError ProcessLookupError RecursionError ReferenceError ResourceWarning RuntimeError RuntimeWarning StopAsyncIteration StopIteration SyntaxError SyntaxWarning SystemError SystemExit TabError TimeoutError TypeError UnboundLocalError UnicodeDecodeError UnicodeEncodeError UnicodeError UnicodeTranslateError UnicodeWarning UserWarning ValueError Warning ZeroDivisionError abs aiter all anext any ascii bin bool breakpoint bytearray bytes callable chr classmethod compile complex copyright credits delattr dict dir divmod enumerate eval exec exit filter float format frozenset getattr globals hasattr hash help hex id input int isinstance issubclass iter len license list locals map max memoryview min next object oct open ord pow print property quit range repr reversed round set setattr slice sorted staticmethod str sum super tuple type vars zip",
 		// The shim's helpers and the modules its functions use.
@@ -47,6 +48,23 @@ var reserved = func() map[string]bool {
 	}
 	return m
 }()
+
+// keywords are python's hard keywords, which no name can be.
+var keywords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Fields("False None True and as assert async await break class continue def del elif else except finally for from global if import in is lambda nonlocal not or pass raise return try while with yield") {
+		m[n] = true
+	}
+	return m
+}()
+
+// usableParam reports whether n can be a stub's keyword argument: any
+// identifier but a keyword, a private name (the stub calls _call) or
+// TypeError (the stub raises it). A builtin's name (type, id, format) is
+// fine: it is shadowed only inside the stub, which does not use it.
+func usableParam(n string) bool {
+	return identifier(n) && !keywords[n] && !strings.HasPrefix(n, "_") && n != "TypeError"
+}
 
 // identifier reports whether s is an ASCII python identifier. Non-ASCII
 // identifiers are refused: python normalises them (NFKC), so two
@@ -116,8 +134,8 @@ func (s Spec) Params() ([]Param, error) {
 	}
 	names := make([]string, 0, len(schema.Properties))
 	for n := range schema.Properties {
-		if !identifier(n) || reserved[n] || strings.HasPrefix(n, "_") {
-			return nil, bad("the parameter %q is not a usable python keyword argument (an ASCII identifier, no keyword or builtin, no leading underscore)", n)
+		if !usableParam(n) {
+			return nil, bad("the parameter %q is not a usable python keyword argument (an ASCII identifier, not a keyword, not TypeError, no leading underscore)", n)
 		}
 		names = append(names, n)
 	}

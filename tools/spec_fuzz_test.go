@@ -30,7 +30,7 @@ func FuzzSpecParams(f *testing.F) {
 		seen := map[string]bool{}
 		optional := false
 		for _, p := range ps {
-			if !identifier(p.Name) || reserved[p.Name] || strings.HasPrefix(p.Name, "_") || seen[p.Name] {
+			if !usableParam(p.Name) || seen[p.Name] {
 				t.Fatalf("bad parameter %q in %v", p.Name, ps)
 			}
 			if p.Required && optional {
