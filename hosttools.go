@@ -1,6 +1,7 @@
 package executecode
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -47,8 +48,9 @@ func (r *Runtime) addHostTools() error {
 		if slices.ContainsFunc(r.specs, func(s tools.Spec) bool { return s.Name == h.spec.Name }) {
 			return fmt.Errorf("%w %q: registered twice", tools.ErrBadSpec, h.spec.Name)
 		}
+		params, _ := h.spec.Params()
 		r.specs = append(r.specs, h.spec)
-		r.tools[h.spec.Name] = h.tool
+		r.tools[h.spec.Name] = checkedTool{Tool: h.tool, name: h.spec.Name, params: params}
 	}
 	for _, name := range r.cfg.Tools {
 		if _, ok := r.tools[name]; !ok && name != config.NoTools && !slices.Contains(tools.Allowlist, name) {
@@ -70,6 +72,30 @@ func (r *Runtime) addHostTools() error {
 	}
 	r.toolsDigest = toolSetDigest(r.helpers, r.specs)
 	return nil
+}
+
+// checkedTool holds a host tool to its spec on the host side too: the
+// stub checks the arguments in python, but a script can publish a request
+// without the stub, so a call missing a required argument or carrying one
+// the schema does not name never reaches the tool.
+type checkedTool struct {
+	tools.Tool
+	name   string
+	params []tools.Param
+}
+
+func (c checkedTool) Execute(ctx context.Context, params map[string]any) (tools.Result, error) {
+	for _, p := range c.params {
+		if v, ok := params[p.Name]; p.Required && (!ok || v == nil) {
+			return tools.Result{}, fmt.Errorf("%w: %s() missing required argument: '%s'", tools.ErrBadParam, c.name, p.Name)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if !slices.ContainsFunc(c.params, func(p tools.Param) bool { return p.Name == k }) {
+			return tools.Result{}, fmt.Errorf("%w: %s() got an unexpected keyword argument '%s'", tools.ErrBadParam, c.name, k)
+		}
+	}
+	return c.Tool.Execute(ctx, params)
 }
 
 // toolSetDigest identifies the reachable helpers and the host tools'

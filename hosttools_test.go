@@ -337,3 +337,26 @@ func TestHostToolArgumentsMayBeNamedLikeBuiltins(t *testing.T) {
 	assert.Equal(t, []string{"[('id', 7), ('text', 't'), ('type', 'user')]", "<class 'int'>"}, res.Blocks, res.Text())
 	assert.Contains(t, r.rt.Description(), "lookup(type, id, format=None, text=None)")
 }
+
+// A script can publish a request without going through the stub: the
+// host holds the call to the spec as well, and the tool never sees it.
+func TestHostToolArgumentsAreCheckedOnTheHostToo(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			w := newWeather()
+			r, o := hostRig(t, mode, w)
+			res := r.run(o, `call = weather.__globals__["_call"]
+for params in ({"units": "metric"}, {"city": "Oslo", "wind": 3}, {"city": None}):
+    try:
+        call("weather", params)
+    except ToolError as e:
+        text(str(e))`)
+			assert.Equal(t, []string{
+				"invalid parameter: weather() missing required argument: 'city'",
+				"invalid parameter: weather() got an unexpected keyword argument 'wind'",
+				"invalid parameter: weather() missing required argument: 'city'",
+			}, res.Blocks, res.Text())
+			assert.Empty(t, w.seen())
+		})
+	}
+}
