@@ -360,3 +360,16 @@ for params in ({"units": "metric"}, {"city": "Oslo", "wind": 3}, {"city": None})
 		})
 	}
 }
+
+// JSON a host tool passes on from elsewhere may be hostile: nesting that
+// Go accepts (up to 10,000 levels) but python's decoder cannot is the
+// call's ToolError, and the script goes on.
+func TestHostToolDeeplyNestedJSONIsAToolError(t *testing.T) {
+	deep := strings.Repeat("[", 9000) + strings.Repeat("]", 9000)
+	w := &hostTool{name: "weather", reply: func(map[string]any) (tools.Result, error) {
+		return tools.Result{Content: []tools.Content{{Type: tools.TypeJSON, Text: deep}}}, nil
+	}}
+	r, o := hostRig(t, config.PerCall, w)
+	res := r.run(o, "try:\n    weather('x')\nexcept ToolError as e:\n    text(str(e))\ntext('still running')")
+	assert.Equal(t, []string{"tool weather returned JSON nested too deeply to decode", "still running"}, res.Blocks, res.Text())
+}
