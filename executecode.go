@@ -63,8 +63,9 @@ func WithLogger(l zerolog.Logger) Option { return func(r *Runtime) { r.log = l }
 func WithRoot(dir string) Option { return func(r *Runtime) { r.rootDir = dir } }
 
 // WithTools replaces the built-in helpers with the host's own. Only names
-// in the allowlist that the configuration enables are reachable; a tool
-// under a new name is added with WithHostTool.
+// in the allowlist that the configuration enables are reachable; New
+// refuses any other name, since a tool under a new name needs the spec
+// WithHostTool takes.
 func WithTools(ts map[string]tools.Tool) Option { return func(r *Runtime) { r.tools = ts } }
 
 // WithPrivateNetworks lets the built-in webfetch reach loopback and

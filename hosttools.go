@@ -37,6 +37,11 @@ func WithHostTool(spec tools.Spec, t tools.Tool) Option {
 // after a built-in takes its place and, like it, needs the configuration
 // to enable it.
 func (r *Runtime) addHostTools() error {
+	for _, name := range slices.Sorted(maps.Keys(r.tools)) {
+		if !slices.Contains(tools.Allowlist, name) {
+			return fmt.Errorf("WithTools: %q is not a built-in helper; register a tool under a new name with WithHostTool, whose spec gives the script its signature", name)
+		}
+	}
 	r.tools = maps.Clone(r.tools)
 	for _, h := range r.host {
 		if err := h.spec.Validate(); err != nil {

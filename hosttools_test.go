@@ -373,3 +373,15 @@ func TestHostToolDeeplyNestedJSONIsAToolError(t *testing.T) {
 	res := r.run(o, "try:\n    weather('x')\nexcept ToolError as e:\n    text(str(e))\ntext('still running')")
 	assert.Equal(t, []string{"tool weather returned JSON nested too deeply to decode", "still running"}, res.Blocks, res.Text())
 }
+
+// WithTools only replaces built-ins: a new name there has no schema to
+// build a stub from, so New says where it belongs instead of leaving the
+// script a NameError.
+func TestWithToolsUnderANewNameIsRefusedNamingIt(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Enabled = true
+	_, err := executecode.New(cfg, executecode.WithRoot(t.TempDir()),
+		executecode.WithTools(map[string]tools.Tool{"weather": newWeather()}))
+	require.ErrorIs(t, err, executecode.ErrConfig)
+	assert.ErrorContains(t, err, `WithTools: "weather" is not a built-in helper; register a tool under a new name with WithHostTool`)
+}
