@@ -385,3 +385,37 @@ func TestWithToolsUnderANewNameIsRefusedNamingIt(t *testing.T) {
 	require.ErrorIs(t, err, executecode.ErrConfig)
 	assert.ErrorContains(t, err, `WithTools: "weather" is not a built-in helper; register a tool under a new name with WithHostTool`)
 }
+
+// BenchmarkHostToolVersusBuiltin times 100 calls in one per-call run,
+// from inside python: the built-in ls, a host tool answering text and
+// one answering JSON (the stub and the decoding are what differ).
+func BenchmarkHostToolVersusBuiltin(b *testing.B) {
+	jsonTool := &hostTool{name: "weather", reply: func(p map[string]any) (tools.Result, error) {
+		return tools.JSONResult(map[string]any{"city": p["city"], "temps": []int{1, 2, 3}})
+	}}
+	cfg := config.Defaults()
+	cfg.Enabled = true
+	cfg.KernelMode = config.PerCall
+	measure := func(w *hostTool, call string) float64 {
+		rt, err := executecode.New(cfg, executecode.WithRoot(b.TempDir()), executecode.WithTmpDir(b.TempDir()),
+			executecode.WithHostTool(weatherSpec, w))
+		require.NoError(b, err)
+		defer func() { require.NoError(b, rt.Close(context.Background())) }()
+		res, err := rt.Execute(context.Background(), executecode.Call{Script: `import time
+t = time.perf_counter()
+for _ in range(100):
+    ` + call + `
+text(str((time.perf_counter() - t) / 100 * 1e6))`})
+		require.NoError(b, err)
+		require.Len(b, res.Blocks, 1, res.Text())
+		var us float64
+		_, err = fmt.Sscan(res.Blocks[0], &us)
+		require.NoError(b, err)
+		return us
+	}
+	for b.Loop() {
+		b.ReportMetric(measure(newWeather(), "ls()"), "builtin-ls-us/call")
+		b.ReportMetric(measure(newWeather(), "weather('Oslo')"), "host-text-us/call")
+		b.ReportMetric(measure(jsonTool, "weather('Oslo')"), "host-json-us/call")
+	}
+}
