@@ -14,10 +14,10 @@ build:
 # The main job on built-in defaults: a sample script calling tools.
 run: build
 	@echo "== per_call: one fresh interpreter per call"
-	$(BIN) run --root . cmd/execute-code/testdata/sample.py
+	$(BIN) run --root . --sample-host-tool cmd/execute-code/testdata/sample.py
 	@echo
-	@echo "== session: two cells on one persistent kernel, driven through serve"
-	$(BIN) serve --root . < cmd/execute-code/testdata/session.jsonl
+	@echo "== session: three cells on one persistent kernel, driven through serve (the third calls the sample host tool)"
+	$(BIN) serve --root . --sample-host-tool < cmd/execute-code/testdata/session.jsonl
 
 test: unit acceptance
 

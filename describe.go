@@ -2,6 +2,7 @@ package executecode
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/executecode/executecode/config"
@@ -23,10 +24,16 @@ const (
 	ToolLabel = "Execute Code"
 )
 
-// Description is the tool description for cfg: the mode sentence, then the
-// helper sentences, separated by one space. Equal configs
-// give byte-identical descriptions, so prompt caches stay warm.
-func Description(cfg config.Config) string {
+// Description is the tool description for cfg with the built-in helpers
+// it enables: the mode sentence, then the helper sentences, separated by
+// one space. Equal configs give byte-identical descriptions, so prompt
+// caches stay warm. Runtime.Description is the one for a runtime's
+// reachable helpers, host tools included.
+func Description(cfg config.Config) string { return describe(cfg, cfg.Tools, nil) }
+
+// describe lists helpers in order; a helper with a spec is shown by its
+// spec's signature, followed by one sentence of its description.
+func describe(cfg config.Config, helpers []string, specs []tools.Spec) string {
 	var b strings.Builder
 	b.WriteString("Run a python3 script for multi-step exploration. ")
 	if cfg.KernelMode == config.Session {
@@ -35,16 +42,30 @@ func Description(cfg config.Config) string {
 		b.WriteString("Kernel mode: per_call — each script runs in a fresh python3 process and nothing survives across calls; reset is accepted but has no effect.")
 	}
 	b.WriteString(" ")
-	if len(cfg.Tools) == 0 {
+	if len(helpers) == 0 {
 		b.WriteString("No agent-tool helper functions are enabled for this workspace, so the script runs standalone.")
 	} else {
-		sigs := make([]string, 0, len(cfg.Tools))
-		for _, t := range cfg.Tools {
-			sigs = append(sigs, signatures[t])
+		sigs := make([]string, 0, len(helpers))
+		var about []string
+		for _, t := range helpers {
+			i := slices.IndexFunc(specs, func(s tools.Spec) bool { return s.Name == t })
+			if i < 0 {
+				sigs = append(sigs, signatures[t])
+				continue
+			}
+			sigs = append(sigs, specs[i].Signature())
+			about = append(about, t+": "+fullStop(specs[i].Description))
 		}
 		b.WriteString("The script can call these pre-imported helper functions, which invoke the corresponding agent tools and return their text output as a string: ")
 		b.WriteString(strings.Join(sigs, ", "))
-		b.WriteString(". Failed calls raise ToolError.")
+		b.WriteString(".")
+		if len(about) > 0 {
+			b.WriteString(" A host tool may instead return JSON, which arrives as a dict or list.")
+		}
+		for _, a := range about {
+			b.WriteString(" " + a)
+		}
+		b.WriteString(" Failed calls raise ToolError.")
 	}
 	b.WriteString(" The script also has text(s), which appends a numbered block to the tool result (its total bytes are capped; blocks are flushed per call, so they survive a timeout), notify(msg), which streams a progress line to the conversation without waiting, and batch([(tool, params), ...]), which runs several helper calls in parallel and returns their results in order.")
 	b.WriteString(" Build the answer with text(): only the text() blocks are the result, while everything the script prints to stdout/stderr is appended as a clearly labeled diagnostics tail — a script that never calls text() keeps the historic stdout-only result.")
@@ -52,6 +73,16 @@ func Description(cfg config.Config) string {
 		cfg.TimeoutMS, cfg.MaxRPCCalls, cfg.MaxParallelRPC, cfg.MaxRPCResultBytes, cfg.MaxTextBytes, cfg.MaxOutputBytes)
 	b.WriteString(" The script cannot import lemon internals beyond these helpers; traceback line numbers are offset by 1. Requires python3 on the host.")
 	return b.String()
+}
+
+// fullStop ends a host tool's one-line description with a full stop, so
+// the next sentence of the description starts clearly.
+func fullStop(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, ".") || strings.HasSuffix(s, "!") || strings.HasSuffix(s, "?") {
+		return s
+	}
+	return s + "."
 }
 
 // Parameters is the JSON schema of the tool's input (script, timeout_ms,

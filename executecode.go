@@ -63,7 +63,9 @@ func WithLogger(l zerolog.Logger) Option { return func(r *Runtime) { r.log = l }
 func WithRoot(dir string) Option { return func(r *Runtime) { r.rootDir = dir } }
 
 // WithTools replaces the built-in helpers with the host's own. Only names
-// in the allowlist that the configuration enables are reachable.
+// in the allowlist that the configuration enables are reachable; New
+// refuses any other name, since a tool under a new name needs the spec
+// WithHostTool takes.
 func WithTools(ts map[string]tools.Tool) Option { return func(r *Runtime) { r.tools = ts } }
 
 // WithPrivateNetworks lets the built-in webfetch reach loopback and
@@ -98,8 +100,15 @@ type Runtime struct {
 	log     zerolog.Logger
 	rootDir string
 	tools   map[string]tools.Tool
-	tmpDir  string
-	wakeups bool
+	// host are the WithHostTool registrations; specs their validated
+	// specs, helpers the reachable helper names (built-ins, then host
+	// tools) and toolsDigest their digest, which every kernel key carries.
+	host        []hostTool
+	specs       []tools.Spec
+	helpers     []string
+	toolsDigest string
+	tmpDir      string
+	wakeups     bool
 
 	// bus is the runtime's own event bus: every emitter of the runtime
 	// emits here, and the journal, the metrics and the host's bus
@@ -150,7 +159,6 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if r.approver == nil {
 		r.approver = denyAll
 	}
-	r.helperSource = shimpy.RenderModule(cfg.Tools, cfg.MaxTextBytes)
 	if r.rootDir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -173,6 +181,10 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		}
 		r.tools = builtin
 	}
+	if err := r.addHostTools(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	r.helperSource = shimpy.RenderModule(r.helpers, cfg.MaxTextBytes, r.specs...)
 	r.base, r.stop = context.WithCancel(context.Background())
 	r.spawner = proc.NewSpawner()
 	r.observe()
@@ -229,8 +241,9 @@ func checkConfig(cfg config.Config) error {
 // Config is the configuration the runtime was built with.
 func (r *Runtime) Config() config.Config { return r.cfg }
 
-// Description is the tool description a model would be shown.
-func (r *Runtime) Description() string { return Description(r.cfg) }
+// Description is the tool description a model would be shown: it lists
+// exactly the helpers a script can reach, host tools included.
+func (r *Runtime) Description() string { return describe(r.cfg, r.helpers, r.specs) }
 
 // ExecuteParams runs a call given as the tool's JSON parameters, checking
 // them in the reference's order: disabled, script, reset, interpreter.

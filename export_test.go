@@ -21,3 +21,6 @@ func RegisteredProcesses(r *Runtime) int {
 // SetClock makes r's spill reaper read the time from now; call it before
 // the first run.
 func SetClock(r *Runtime, now func() time.Time) { r.now = now }
+
+// ToolSetDigest is the tool-set digest r's kernel keys carry.
+func ToolSetDigest(r *Runtime) string { return r.toolsDigest }

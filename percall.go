@@ -68,13 +68,13 @@ func (r *Runtime) stage(root *privatetmp.Root, script string) (ws workspace, err
 		b = childBells
 		ws.tokenFD = 5
 	}
-	module := shimpy.RenderPrelude(ws.rpc, ws.tokenFD, r.cfg.Tools, r.cfg.MaxTextBytes, b)
+	module := shimpy.RenderPrelude(ws.rpc, ws.tokenFD, r.helpers, r.cfg.MaxTextBytes, b, r.specs...)
 	// The script's first line imports the module, whose first statement
 	// waits for the host to apply the limits.
 	if err = privatetmp.WriteFile(ws.base, shimpy.ModuleName+".py", []byte(proc.Bootstrap+module)); err != nil {
 		return ws, err
 	}
-	err = privatetmp.WriteFile(ws.base, "script.py", []byte(shimpy.RenderScript(script, r.cfg.Tools)))
+	err = privatetmp.WriteFile(ws.base, "script.py", []byte(shimpy.RenderScript(script, r.helpers, r.specs...)))
 	return ws, err
 }
 
@@ -88,11 +88,11 @@ func (r *Runtime) effectiveTimeout(ms int) time.Duration {
 	return min(limit, max(minTimeout, time.Duration(ms)*time.Millisecond))
 }
 
-// innerTools is the helper map the pump may dispatch to: the configured
-// subset of the allowlist, never more.
+// innerTools is the helper map the pump may dispatch to: the reachable
+// helpers, never more.
 func (r *Runtime) innerTools() map[string]tools.Tool {
-	m := make(map[string]tools.Tool, len(r.cfg.Tools))
-	for _, name := range r.cfg.Tools {
+	m := make(map[string]tools.Tool, len(r.helpers))
+	for _, name := range r.helpers {
 		if t, ok := r.tools[name]; ok {
 			m[name] = t
 		}

@@ -216,10 +216,11 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	if owner == nil {
 		return outcome{}, &notStarted{step: stepScope, err: errNoScope}
 	}
-	key, err := registry.NewKey(owner.scope.SessionID, owner.scope.AgentID, r.rootDir, rn.python, r.cfg.Tools)
+	key, err := registry.NewKey(owner.scope.SessionID, owner.scope.AgentID, r.rootDir, rn.python, r.helpers)
 	if err != nil {
 		return notRun(rn, ReasonInvalidSessionKey, "Script did not run: the session's kernel key is invalid ("+r.scrubError(err)+").", true, false), nil
 	}
+	key.ToolSet = r.toolsDigest
 	reqCtx, cancelReq := context.WithDeadline(ctx, rn.deadline)
 	defer cancelReq()
 
@@ -361,7 +362,7 @@ func (s sessionRunner) execute(ctx, cellCtx context.Context, rn run, ws workspac
 	defer cancelExec()
 	defer context.AfterFunc(alloc.Lease.Context(), cancelExec)()
 	reply := alloc.Worker.Execute(execCtx, kernelworker.Cell{
-		Code:      shimpy.RenderScript(rn.call.Script, r.cfg.Tools),
+		Code:      shimpy.RenderScript(rn.call.Script, r.helpers, r.specs...),
 		Bridge:    &kernelworker.Bridge{Dir: ws.rpc, Token: ws.token, MaxTextBytes: r.cfg.MaxTextBytes},
 		Scrub:     sc,
 		Timeout:   max(time.Until(rn.deadline), time.Millisecond),

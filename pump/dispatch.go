@@ -2,6 +2,7 @@ package pump
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -16,6 +17,8 @@ type outcome struct {
 	ok        bool
 	text      string // content when ok, else the error message
 	untrusted bool
+	// json says text is one JSON document, which the shim decodes.
+	json bool
 	// blocked says approval stopped the call: it is answered text and
 	// counted as a denial, not an error.
 	blocked bool
@@ -103,7 +106,7 @@ func runTool(ctx context.Context, cfg *Config, tasks *taskGroup, c claim, out ch
 	if err != nil {
 		o = outcome{text: err.Error()}
 	} else {
-		o = outcome{ok: true, text: contentText(res), untrusted: res.Untrusted}
+		o = resultOutcome(c.tool, res)
 	}
 	finished = true
 }
@@ -188,6 +191,19 @@ func panicMessage(r any) string {
 // could carry anything.
 func typeName(v any) string { return fmt.Sprintf("%T", v) }
 
+// resultOutcome is a successful call's answer: a result of exactly one
+// JSON block travels as JSON (the shim decodes it into a dict, list or
+// scalar); a JSON block that does not parse is the tool's error, named.
+func resultOutcome(tool string, res tools.Result) outcome {
+	if len(res.Content) == 1 && res.Content[0].Type == tools.TypeJSON {
+		if !json.Valid([]byte(res.Content[0].Text)) {
+			return outcome{text: msgInvalidJSON(tool)}
+		}
+		return outcome{ok: true, json: true, text: res.Content[0].Text, untrusted: res.Untrusted}
+	}
+	return outcome{ok: true, text: contentText(res), untrusted: res.Untrusted}
+}
+
 // contentText joins text blocks with "\n"; any other block is shown as
 // "[non-text content omitted]".
 func contentText(r tools.Result) string {
@@ -196,7 +212,7 @@ func contentText(r tools.Result) string {
 	}
 	parts := make([]string, len(r.Content))
 	for i, c := range r.Content {
-		if c.Type == "text" {
+		if c.Type == "text" || c.Type == tools.TypeJSON {
 			parts[i] = c.Text
 		} else {
 			parts[i] = msgNonText
@@ -231,7 +247,7 @@ func (s *sweeper) settle(c claim, o outcome) {
 	default:
 		stats.Errors++
 	}
-	if s.publish(c.id, ok, text) {
+	if s.publish(c.id, ok, ok && o.json, text) {
 		// The marker goes before the ring: a woken script finds the call's
 		// bookkeeping finished.
 		_ = s.remove(markerName(c.id))

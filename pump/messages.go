@@ -33,6 +33,10 @@ func msgUnavailable(tool string) string {
 	return fmt.Sprintf("tool '%s' is not available inside execute_code scripts", tool)
 }
 
+func msgInvalidJSON(tool string) string {
+	return fmt.Sprintf("tool '%s' returned a JSON result that does not parse", tool)
+}
+
 func msgDenied(tool string) string {
 	return fmt.Sprintf("tool '%s' denied by policy", tool)
 }

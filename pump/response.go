@@ -28,9 +28,16 @@ const (
 // python's json.dump does), with invalid UTF-8 replaced by U+FFFD, so the
 // shim decodes the file the same way under any locale.
 func encodeResponse(token string, id int64, ok bool, text string) []byte {
+	return encodeAnswer(token, id, ok, false, text)
+}
+
+// encodeAnswer is encodeResponse for a result that may be JSON: asJSON
+// adds "json": true, and the shim decodes the content string into python
+// values.
+func encodeAnswer(token string, id int64, ok, asJSON bool, text string) []byte {
 	// The body proper is built after room for the head, whose last byte
 	// is where the body's own "{" sits until the MAC over it is known.
-	b := appendBody(make([]byte, responseHeadLen-1, responseHeadLen+len(text)+48), id, ok, text)
+	b := appendBody(make([]byte, responseHeadLen-1, responseHeadLen+len(text)+60), id, ok, asJSON, text)
 	mac := FrameMAC(token, KindResponse, strconv.FormatInt(id, 10), b[responseHeadLen-1:])
 	head := append(append([]byte(responseHeadOpen), mac...), '"', ',')
 	copy(b, head)
@@ -45,13 +52,15 @@ func encodeResponse(token string, id int64, ok bool, text string) []byte {
 // let anyone without the token have the pump authenticate an answer to
 // any id.
 func unauthenticatedAnswer(id int64) []byte {
-	return appendBody(nil, id, false, msgAuthFailed)
+	return appendBody(nil, id, false, false, msgAuthFailed)
 }
 
-func appendBody(b []byte, id int64, ok bool, text string) []byte {
+func appendBody(b []byte, id int64, ok, asJSON bool, text string) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, id, 10)
-	if ok {
+	if ok && asJSON {
+		b = append(b, `,"ok":true,"json":true,"content":`...)
+	} else if ok {
 		b = append(b, `,"ok":true,"content":`...)
 	} else {
 		b = append(b, `,"ok":false,"error":`...)
@@ -128,8 +137,8 @@ func appendU(b []byte, r rune) []byte {
 // (a link or a forged file planted at the name is replaced, not
 // followed). A failure is logged and otherwise ignored: a dispatched id's
 // surviving marker makes the next sweep's recovery answer it.
-func (s *sweeper) publish(id int64, ok bool, text string) bool {
-	if err := privatetmp.WriteFile(s.cfg.Dir, responseName(id), encodeResponse(s.cfg.Token, id, ok, text)); err != nil {
+func (s *sweeper) publish(id int64, ok, asJSON bool, text string) bool {
+	if err := privatetmp.WriteFile(s.cfg.Dir, responseName(id), encodeAnswer(s.cfg.Token, id, ok, asJSON, text)); err != nil {
 		s.cfg.Logger.Warn().Msgf("execute_code rpc response write failed: %v", err)
 		return false
 	}
@@ -138,7 +147,7 @@ func (s *sweeper) publish(id int64, ok bool, text string) bool {
 
 // answer publishes an error response and rings the shim.
 func (s *sweeper) answer(id int64, msg string) {
-	if s.publish(id, false, msg) {
+	if s.publish(id, false, false, msg) {
 		s.cfg.Bells.Ring()
 	}
 }

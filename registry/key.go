@@ -21,11 +21,16 @@ import (
 // sorted. Anything not in a Key (run ids, policy, timeouts, bounds,
 // environment) never selects a different kernel.
 type Key struct {
-	ScopeID         string
-	AgentID         string
-	Cwd             string
-	Interpreter     string
-	Helpers         []string
+	ScopeID     string
+	AgentID     string
+	Cwd         string
+	Interpreter string
+	Helpers     []string
+	// ToolSet is the digest of the tool set the kernel's shim was rendered
+	// for (names and host tools' schemas): the helper names alone would
+	// let a kernel staged with one weather(city) serve a call expecting
+	// another weather(city, days). Set it after NewKey; "" is none.
+	ToolSet         string
 	ProtocolVersion int
 }
 
@@ -165,6 +170,11 @@ func (k Key) Digest() string {
 	line("cwd", k.Cwd)
 	line("interpreter", k.Interpreter)
 	line("helpers", strings.Join(k.Helpers, "\x00"))
+	if k.ToolSet != "" {
+		// Absent for built-ins only, so such keys keep the reference's
+		// digests.
+		line("tool_set", k.ToolSet)
+	}
 	line("protocol_version", strconv.Itoa(k.ProtocolVersion))
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])
@@ -174,7 +184,7 @@ func (k Key) Digest() string {
 func (k Key) Equal(o Key) bool {
 	return k.ScopeID == o.ScopeID && k.AgentID == o.AgentID && k.Cwd == o.Cwd &&
 		k.Interpreter == o.Interpreter && k.ProtocolVersion == o.ProtocolVersion &&
-		slices.Equal(k.Helpers, o.Helpers)
+		slices.Equal(k.Helpers, o.Helpers) && k.ToolSet == o.ToolSet
 }
 
 // complete reports whether k could have come from NewKey: the registry

@@ -97,6 +97,7 @@ func TestChangingAnyKeyComponentChangesTheDigest(t *testing.T) {
 		"helpers":  func(k *Key) { k.Helpers = []string{"read", "grep"} },
 		"no help":  func(k *Key) { k.Helpers = nil },
 		"protocol": func(k *Key) { k.ProtocolVersion = 2 },
+		"tool set": func(k *Key) { k.ToolSet = "d1" },
 	}
 	for name, change := range variants {
 		t.Run(name, func(t *testing.T) {
@@ -115,6 +116,11 @@ func TestDigestReproducesTheReferenceVectors(t *testing.T) {
 	assert.Equal(t, "1b08a2f9c000830cd57ae1437ddfe9ff7deda7551aeb3749bcd6e006d8b7bdbc", k.Digest())
 	k.Helpers = []string{}
 	assert.Equal(t, "943e38e95e897a0d8d111632acd1ef0a663bf16ed1f7d236dd3849ce4b060d14", k.Digest())
+	k.ToolSet = "d1"
+	other := k
+	other.ToolSet = "d2"
+	assert.NotEqual(t, k.Digest(), other.Digest(), "host tool sets that differ key different kernels")
+	assert.False(t, k.Equal(other))
 }
 
 func TestNewKeyRejectsBadInputNamingTheField(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -40,20 +41,63 @@ var (
 		New("stubs").Parse(stubSource))
 )
 
-// enabled returns the known helpers present in names, in the allowlist's
-// order whatever order the configuration lists them in, each once; unknown
-// names are ignored because the host never serves them.
-func enabled(names []string) []string {
+// enabled returns the known helpers present in names: the built-ins in
+// the allowlist's order whatever order the configuration lists them in,
+// then the host tools of specs in their order, each once; unknown names are
+// ignored because the host never serves them. A spec named after a
+// built-in takes that built-in's place.
+func enabled(names []string, specs []tools.Spec) []string {
 	var out []string
 	for _, name := range tools.Allowlist {
-		for _, t := range names {
-			if t == name {
-				out = append(out, name)
-				break
-			}
+		if slices.Contains(names, name) {
+			out = append(out, name)
+		}
+	}
+	for _, s := range specs {
+		if slices.Contains(names, s.Name) && !slices.Contains(out, s.Name) {
+			out = append(out, s.Name)
 		}
 	}
 	return out
+}
+
+// hostStub is the data of the "host" template: a helper whose keyword
+// arguments are the schema's properties, required ones first.
+type hostStub struct {
+	Name, Args, Doc, Dict string
+	Required              []string
+}
+
+func newHostStub(s tools.Spec) hostStub {
+	ps, err := s.Params()
+	if err != nil {
+		// The runtime validates every spec before rendering.
+		panic(fmt.Sprintf("shimpy: render host tool: %v", err))
+	}
+	st := hostStub{Name: s.Name, Doc: quote(s.Description)}
+	args, dict := make([]string, len(ps)), make([]string, len(ps))
+	for i, p := range ps {
+		args[i] = p.Name
+		if p.Required {
+			st.Required = append(st.Required, p.Name)
+		} else {
+			args[i] += "=None"
+		}
+		dict[i] = quote(p.Name) + ": " + p.Name
+	}
+	st.Args, st.Dict = strings.Join(args, ", "), strings.Join(dict, ", ")
+	return st
+}
+
+// stub renders the helper called name: the host's spec when there is
+// one, else the built-in's own stub.
+func stub(name string, specs []tools.Spec) string {
+	for _, s := range specs {
+		if s.Name == name {
+			return execute("host", newHostStub(s))
+		}
+	}
+	return execute(name, nil)
 }
 
 type moduleData struct {
@@ -81,14 +125,15 @@ func execute(name string, data any) string {
 
 // RenderModule returns the unconfigured module (_BRIDGE = None) with one
 // stub per enabled helper in fixed order; a session kernel stages it once
-// and configures it per cell. maxTextBytes <= 0 means 65536.
-func RenderModule(tools []string, maxTextBytes int) string {
+// and configures it per cell. maxTextBytes <= 0 means 65536. specs are the
+// host tools' specs, each already valid (tools.Spec.Validate).
+func RenderModule(tools []string, maxTextBytes int, specs ...tools.Spec) string {
 	parts := []string{execute("module", moduleData{
 		ProtocolVersion: ProtocolVersion,
 		TextBudget:      textBudget(maxTextBytes),
 	})}
-	for _, name := range enabled(tools) {
-		parts = append(parts, execute(name, nil))
+	for _, name := range enabled(tools, specs) {
+		parts = append(parts, stub(name, specs))
 	}
 	return strings.Join(parts, "\n\n")
 }
@@ -99,9 +144,9 @@ func RenderModule(tools []string, maxTextBytes int) string {
 // import from the inherited socket tokenFD, which the host wrote the token
 // into and closed its end of, and closes it. bells nil means the shim
 // polls. dir must be valid UTF-8; invalid bytes would become U+FFFD.
-func RenderPrelude(rpcDir string, tokenFD int, tools []string, maxTextBytes int, bells *Bells) string {
+func RenderPrelude(rpcDir string, tokenFD int, tools []string, maxTextBytes int, bells *Bells, specs ...tools.Spec) string {
 	var b strings.Builder
-	b.WriteString(RenderModule(tools, maxTextBytes))
+	b.WriteString(RenderModule(tools, maxTextBytes, specs...))
 	fmt.Fprintf(&b, "\n\n_configure(%s, _inherited_token(%d), %d", quote(rpcDir), tokenFD, textBudget(maxTextBytes))
 	if bells != nil {
 		fmt.Fprintf(&b, ", bells=(%d, %d)", bells.Request, bells.Response)
@@ -124,14 +169,14 @@ func quote(s string) string {
 
 // importLine is the one line injected before a script: the enabled stubs
 // in fixed order between ToolError and the always-present channels.
-func importLine(tools []string) string {
-	names := append([]string{"ToolError"}, enabled(tools)...)
+func importLine(tools []string, specs []tools.Spec) string {
+	names := append([]string{"ToolError"}, enabled(tools, specs)...)
 	names = append(names, "text", "notify", "batch")
 	return "from " + ModuleName + " import " + strings.Join(names, ", ")
 }
 
 // RenderScript prepends importLine to script: exactly one injected line,
 // so traceback line numbers are offset by 1.
-func RenderScript(script string, tools []string) string {
-	return importLine(tools) + "\n" + script
+func RenderScript(script string, tools []string, specs ...tools.Spec) string {
+	return importLine(tools, specs) + "\n" + script
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/tools"
 )
 
 func TestImportLineListsEnabledStubsInFixedOrder(t *testing.T) {
@@ -25,7 +27,7 @@ func TestImportLineListsEnabledStubsInFixedOrder(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, importLine(tc.tools))
+			assert.Equal(t, tc.want, importLine(tc.tools, nil))
 		})
 	}
 }
@@ -35,7 +37,7 @@ func TestRenderScriptInjectsExactlyOneLine(t *testing.T) {
 		got := RenderScript(script, []string{"read"})
 		first, rest, found := strings.Cut(got, "\n")
 		require.True(t, found)
-		assert.Equal(t, importLine([]string{"read"}), first)
+		assert.Equal(t, importLine([]string{"read"}, nil), first)
 		assert.Equal(t, script, rest)
 		assert.Equal(t, strings.Count(script, "\n")+1, strings.Count(got, "\n"))
 	}
@@ -169,4 +171,21 @@ func configureDir(t *testing.T, prelude string, tokenFD int) string {
 	want := fmt.Sprintf(", _inherited_token(%d), ", tokenFD)
 	require.True(t, strings.HasPrefix(rest[dec.InputOffset():], want), rest[dec.InputOffset():])
 	return dir
+}
+
+func TestHostStubIsGeneratedFromItsSpec(t *testing.T) {
+	spec := tools.Spec{Name: "weather", Description: `Weather "now" for a city.`,
+		Parameters: json.RawMessage(`{"type":"object","required":["city"],"properties":{"units":{},"city":{},"days":{}}}`)}
+	read := tools.Spec{Name: "read", Description: "The host's own read.", Parameters: json.RawMessage(`{"type":"object","properties":{"file":{}}}`)}
+	specs := []tools.Spec{spec, read}
+	assert.Equal(t, "from lemon_tools import ToolError, read, ls, weather, text, notify, batch",
+		importLine([]string{"weather", "ls", "read", "weather"}, specs))
+	module := RenderModule([]string{"read", "weather"}, 0, specs...)
+	assert.Contains(t, module, `def weather(city, days=None, units=None):
+    "Weather \"now\" for a city."
+    if city is None:
+        raise TypeError("weather() missing required argument: 'city'")
+    return _call("weather", {"city": city, "days": days, "units": units})`)
+	assert.Contains(t, module, `def read(file=None):`, "a spec named after a built-in replaces its stub")
+	assert.NotContains(t, module, "def read(path")
 }

@@ -2,7 +2,9 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 )
 
 // The built-in helpers' names: the one spelling of each, used by the
@@ -22,8 +24,11 @@ const (
 // Configuration can only narrow it.
 var Allowlist = []string{Read, Grep, Find, Ls, Webfetch}
 
-// Content is one block of a tool result. Type is "text" for text blocks;
-// any other type is shown to scripts as "[non-text content omitted]".
+// Content is one block of a tool result. Type is "text" for text blocks
+// and TypeJSON for a JSON document in Text: a result of exactly one JSON
+// block reaches the script decoded (a dict, a list, a scalar), one among
+// others as its text. Any other type is shown to scripts as
+// "[non-text content omitted]".
 type Content struct {
 	Type string
 	Text string
@@ -35,6 +40,20 @@ type Result struct {
 	// Untrusted marks content that came from outside the host (web pages):
 	// a run that accepted such a result is reported untrusted.
 	Untrusted bool
+}
+
+// TypeJSON is the Content type of a JSON block.
+const TypeJSON = "json"
+
+// JSONResult is a Result holding v encoded as one JSON block, which the
+// script receives as python values and the byte budget counts at its
+// encoded size.
+func JSONResult(v any) (Result, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Result{}, fmt.Errorf("json result: %w", err)
+	}
+	return Result{Content: []Content{{Type: TypeJSON, Text: string(b)}}}, nil
 }
 
 // TextResult is a Result holding one text block.

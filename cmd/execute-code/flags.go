@@ -16,6 +16,7 @@ import (
 // common are the flags run, config (and later serve) share.
 type common struct {
 	mode, configFile, root, tools string
+	sampleHostTool                bool
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -23,6 +24,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.configFile, "config", "", "TOML config file with a [runtime.tools.execute_code] table")
 	fs.StringVar(&c.root, "root", "", "tool root and the script's working directory (default: the current directory)")
 	fs.StringVar(&c.tools, "tools", "", "comma-separated helper subset, e.g. read,grep")
+	fs.BoolVar(&c.sampleHostTool, "sample-host-tool", false, "register the sample host tool wordcount(text), which answers a dict")
 }
 
 // parse reads args into fs (on which c is registered) and validates the

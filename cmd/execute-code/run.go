@@ -150,5 +150,8 @@ func newRuntime(c common, log zerolog.Logger, extra ...executecode.Option) (*exe
 	if c.root != "" {
 		opts = append(opts, executecode.WithRoot(c.root))
 	}
+	if c.sampleHostTool {
+		opts = append(opts, sampleHostTool())
+	}
 	return executecode.New(cfg, append(opts, extra...)...)
 }

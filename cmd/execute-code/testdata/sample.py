@@ -15,6 +15,9 @@ readme, mod, todo = batch([
 text("module: " + mod.splitlines()[0].split("\t", 1)[-1].strip())
 text("README starts with: " + readme.splitlines()[0].split("\t", 1)[-1])
 text(f"entries two levels deep: {len(listing.splitlines())}, Go files: {len(go_files.splitlines())}, TODO lines: {len(todo.splitlines())}")
+# wordcount is the host tool --sample-host-tool registers: it answers a dict.
+counts = wordcount(text=readme)
+text(f"host tool wordcount on the README's first lines: {counts['words']} words, {counts['lines']} lines")
 try:
     read("no/such/file.txt")
 except ToolError as e:
