@@ -119,3 +119,17 @@ time.sleep(600)`, withTimeout(300*time.Millisecond))
 	h.waitGone(pid)
 	assert.Equal(t, []string{"start", "stop:timeout", "cancel:timeout"}, h.cellEvents(), "one stop and one cancel per cell")
 }
+
+// What a kernel wrote behind fds 1 and 2 and its runner never drained
+// reaches the open cell when the kernel dies: the host owns that pipe and
+// reads what is left once the kernel is gone. The fake runner never
+// drains it at all, so the bytes can only come from the host's read.
+func TestWhatADeadKernelNeverDrainedReachesItsCell(t *testing.T) {
+	h := newKernelHarness(t, func(o *Options) { o.Runner = fakeRunner(t) })
+	pid := h.start()
+	res := h.run(pid, "out('framed\\n')\nos.write(6, b'never drained\\n')\nimport signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	assert.Equal(t, ReasonPortExit, res.Reason)
+	assert.Equal(t, "framed\nnever drained\n", res.Output.Text, "in the order written")
+	h.waitGone(pid)
+	assert.Empty(t, h.workspaces())
+}
