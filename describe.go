@@ -71,7 +71,7 @@ func describe(cfg config.Config, helpers []string, specs []tools.Spec) string {
 	b.WriteString(" Build the answer with text(): only the text() blocks are the result, while everything the script prints to stdout/stderr is appended as a clearly labeled diagnostics tail — a script that never calls text() keeps the historic stdout-only result.")
 	fmt.Fprintf(&b, " Limits: %d ms wall time, %d tool calls with at most %d dispatched in parallel, %d total tool-result bytes, text() blocks capped at %d bytes, stdout capped at %d bytes.",
 		cfg.TimeoutMS, cfg.MaxRPCCalls, cfg.MaxParallelRPC, cfg.MaxRPCResultBytes, cfg.MaxTextBytes, cfg.MaxOutputBytes)
-	b.WriteString(" The script cannot import lemon internals beyond these helpers; traceback line numbers are offset by 1. Requires python3 on the host.")
+	b.WriteString(" The script cannot import the runtime's internals beyond these helpers; traceback line numbers are offset by 1. Requires python3 on the host.")
 	return b.String()
 }
 

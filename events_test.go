@@ -182,8 +182,8 @@ func TestEveryFallbackIsEmittedWithItsReason(t *testing.T) {
 // authentication, in both modes, besides the denied calls in details.
 func TestEachForgedRequestIsABridgeDenialInBothModes(t *testing.T) {
 	const forge = `
-import json, os, time, lemon_tools
-B = lemon_tools._BRIDGE
+import json, os, time, exec_tools
+B = exec_tools._BRIDGE
 for i, token in enumerate(["forged", None], start=900):
     p = os.path.join(B.dir, "req-%d.json" % i)
     with open(p + ".x", "w") as f:

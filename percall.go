@@ -41,7 +41,7 @@ type workspace struct {
 // environment: any process of the user can read those of another run. Any
 // failure removes the base and closes the socket.
 func (r *Runtime) stage(root *privatetmp.Root, script string) (ws workspace, err error) {
-	ws.base, err = privatetmp.ReserveDir(root.Path(), "lemon-exec-code")
+	ws.base, err = privatetmp.ReserveDir(root.Path(), "exec-code")
 	if err != nil {
 		return ws, err
 	}

@@ -27,7 +27,7 @@ const marker = "ZQXMARKER7731"
 
 // hostile uses every channel a script has to say the marker.
 const hostile = `
-import json, os, sys, time, lemon_tools
+import json, os, sys, time, exec_tools
 M = "ZQX" + "MARKER7731"
 print(M)
 print(M, file=sys.stderr)
@@ -41,7 +41,7 @@ try:
     grep(M, path=M)
 except ToolError as e:
     print(e)
-B = lemon_tools._BRIDGE
+B = exec_tools._BRIDGE
 p = os.path.join(B.dir, "req-777.json")
 with open(p + ".x", "w") as f:
     f.write(json.dumps({"id": 777, "token": M, "tool": M, "params": {"path": M}}))
@@ -133,9 +133,9 @@ except ToolError as e:
 		check("event log lines", rg.events.String())
 		// The runtime's own log names its staging root (the operator's
 		// TMPDIR) at debug level, but never a workspace or bridge in it.
-		check("runtime log", strings.ReplaceAll(strings.ReplaceAll(rg.logs.String(), rg.tmp, "<tmp>"), "<tmp>/lemon-private-", "<staging>")+" ")
-		assert.NotContains(t, rg.logs.String(), "lemon-pyrepl", "a kernel workspace in the log")
-		assert.NotContains(t, rg.logs.String(), "lemon-exec-code", "a bridge in the log")
+		check("runtime log", strings.ReplaceAll(strings.ReplaceAll(rg.logs.String(), rg.tmp, "<tmp>"), "<tmp>/execute-code-private-", "<staging>")+" ")
+		assert.NotContains(t, rg.logs.String(), "python-kernel", "a kernel workspace in the log")
+		assert.NotContains(t, rg.logs.String(), "exec-code", "a bridge in the log")
 		snap, err := json.Marshal(rg.snapshot())
 		require.NoError(t, err)
 		check("snapshot", string(snap))

@@ -200,7 +200,7 @@ func (r *Runtime) kernelWorkspace() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return privatetmp.ReserveDir(rs.work.Path(), "lemon-pyrepl")
+	return privatetmp.ReserveDir(rs.work.Path(), "python-kernel")
 }
 
 // sessionRunner runs each call as a cell on its owner's kernel
@@ -464,7 +464,7 @@ func (r *Runtime) stageCellBridge() (ws workspace, err error) {
 	if err != nil {
 		return ws, err
 	}
-	if ws.base, err = privatetmp.ReserveDir(rs.work.Path(), "lemon-exec-code-cell"); err != nil {
+	if ws.base, err = privatetmp.ReserveDir(rs.work.Path(), "exec-code-cell"); err != nil {
 		return ws, err
 	}
 	if ws.rpc, err = privatetmp.ReserveDir(ws.base, "rpc"); err == nil {

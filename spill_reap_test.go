@@ -28,7 +28,7 @@ func TestALongLivedHostReapsExpiredSpillsAsItSpillsAgain(t *testing.T) {
 	first := r.run(nil, flood)
 	spillDir := filepath.Dir(first.Details.FullOutputPath)
 	require.NotEmpty(t, first.Details.FullOutputPath, first.Text())
-	planted := filepath.Join(spillDir, "pi-python-repl-planted0001")
+	planted := filepath.Join(spillDir, "spill-planted0001")
 	require.NoError(t, os.WriteFile(planted, []byte("old"), 0o600))
 	old := time.Now().Add(-48 * time.Hour)
 	require.NoError(t, os.Chtimes(planted, old, old))

@@ -56,7 +56,7 @@ func startTree(t *testing.T) (*Tree, string) {
 	tree, err := Start(registry.Config{MaxLiveKernels: 4, IdleTimeout: time.Hour, ReapInterval: time.Minute},
 		kernelworker.Options{
 			Spawner:   spawner,
-			Workspace: func() (string, error) { return privatetmp.ReserveDir(root, "lemon-pyrepl") },
+			Workspace: func() (string, error) { return privatetmp.ReserveDir(root, "python-kernel") },
 			Spill:     func() (*os.File, error) { return privatetmp.ReserveFile(root, privatetmp.SpillPrefix) },
 		}, approval.Config{})
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func runnerPIDs(t *testing.T, root string) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), root+"/lemon-pyrepl") && strings.Contains(string(cmdline), shimpy.RunnerName) && !zombie(pid) {
+		if err == nil && strings.Contains(string(cmdline), root+"/python-kernel") && strings.Contains(string(cmdline), shimpy.RunnerName) && !zombie(pid) {
 			pids = append(pids, pid)
 		}
 	}
@@ -183,7 +183,7 @@ func TestAStuckKernelBootHoldsNothingElse(t *testing.T) {
 					case <-time.After(5 * time.Second):
 					}
 				}
-				return privatetmp.ReserveDir(root, "lemon-pyrepl")
+				return privatetmp.ReserveDir(root, "python-kernel")
 			},
 			Spill: func() (*os.File, error) { return privatetmp.ReserveFile(root, privatetmp.SpillPrefix) },
 		}, approval.Config{})

@@ -1,7 +1,8 @@
 // Package config resolves the execute_code configuration: built-in
 // defaults, then the [runtime.tools.execute_code] table of an optional TOML
-// file, then LEMON_EXECUTE_CODE_* environment variables, then overrides the
-// CLI passes from its flags, each later source winning. The merged values are
+// file, then LEMON_EXECUTE_CODE_* environment variables (or their
+// EXECUTE_CODE_* aliases, the LEMON_ form winning where both are set), then
+// overrides the CLI passes from its flags, each later source winning. The merged values are
 // normalised with the forgiving rules of the reference (clamp, default, typos
 // resolve to per_call), and every value that is ignored, defaulted or clamped
 // is logged once as a warning naming its key.

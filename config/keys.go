@@ -53,6 +53,10 @@ var keys = []key{
 // EnvPrefix starts the name of every environment override.
 const EnvPrefix = "LEMON_EXECUTE_CODE_"
 
+// AliasPrefix starts the alias of every environment override; where a key
+// is set under both prefixes, the EnvPrefix form wins.
+const AliasPrefix = "EXECUTE_CODE_"
+
 // tablePath is where the keys live in a TOML file.
 var tablePath = []string{"runtime", "tools", "execute_code"}
 
@@ -67,6 +71,9 @@ func lookupKey(name string) (key, bool) {
 
 // EnvName is the environment variable that overrides key.
 func EnvName(key string) string { return EnvPrefix + strings.ToUpper(key) }
+
+// AliasName is EnvName's alias: the same override under AliasPrefix.
+func AliasName(key string) string { return AliasPrefix + strings.ToUpper(key) }
 
 // Keys returns every configuration key name in rendering order.
 func Keys() []string {

@@ -10,8 +10,8 @@ import (
 )
 
 // Load resolves the configuration: defaults, then the file's
-// [runtime.tools.execute_code] table, then LEMON_EXECUTE_CODE_* variables,
-// then opts.Overrides. A file problem is an error wrapping ErrFile, a bad
+// [runtime.tools.execute_code] table, then LEMON_EXECUTE_CODE_* variables
+// and their EXECUTE_CODE_* aliases, then opts.Overrides. A file problem is an error wrapping ErrFile, a bad
 // override one wrapping ErrOverride; anything else is forgiven with a
 // warning.
 func Load(opts Options) (Config, error) {

@@ -264,41 +264,65 @@ func unknownKeys(table map[string]any) []string {
 	return out
 }
 
-// envSource reads LEMON_EXECUTE_CODE_* variables. An empty value counts as
-// unset, except for kernel_mode, where any set value wins (see resolveMode).
+// envSource reads LEMON_EXECUTE_CODE_* variables and their
+// EXECUTE_CODE_* aliases; where both name a key, the LEMON_ form wins. An
+// empty value counts as unset, except for kernel_mode, where any set value
+// wins (see resolveMode). Unknown LEMON_ names are warned about; unknown
+// EXECUTE_CODE_ names are not, since the runtime's own internal variables
+// share that prefix.
 func envSource(environ []string, w *warner) (source, error) {
-	src := source{label: func(k string) string { return "env " + EnvName(k) }}
+	used := map[string]string{} // key -> the variable that set it
+	src := source{label: func(k string) string {
+		if name, ok := used[k]; ok {
+			return "env " + name
+		}
+		return "env " + EnvName(k)
+	}}
+	src.values = map[string]any{}
+	for _, prefix := range []string{AliasPrefix, EnvPrefix} {
+		raw, err := envValues(environ, prefix)
+		if err != nil {
+			return src, err
+		}
+		var unknown []string
+		for name, v := range raw {
+			key, ok := lookupKey(name)
+			if !ok {
+				unknown = append(unknown, name)
+				continue
+			}
+			if s, _ := v.(string); s == "" && key.kind != kindMode {
+				continue
+			}
+			src.values[name] = v
+			used[name] = prefix + strings.ToUpper(name)
+		}
+		if prefix != EnvPrefix {
+			continue
+		}
+		sort.Strings(unknown)
+		for _, name := range unknown {
+			w.log.Warn().Str("key", capRunes(name, maxShown)).Str("source", "env "+capRunes(EnvName(name), maxShown)).Str("using", "ignored").
+				Msgf("config: unknown environment variable %s is ignored", capRunes(EnvName(name), maxShown))
+		}
+	}
+	return src, nil
+}
+
+// envValues reads the variables named prefix+KEY, keyed by lower-case KEY.
+func envValues(environ []string, prefix string) (map[string]any, error) {
 	k := koanf.New(".")
 	err := k.Load(env.Provider("", env.Opt{
-		Prefix: EnvPrefix,
+		Prefix: prefix,
 		TransformFunc: func(name, value string) (string, any) {
-			return strings.ToLower(strings.TrimPrefix(name, EnvPrefix)), value
+			return strings.ToLower(strings.TrimPrefix(name, prefix)), value
 		},
 		EnvironFunc: func() []string { return environ },
 	}), nil)
 	if err != nil {
-		return src, fmt.Errorf("read environment: %w", err)
+		return nil, fmt.Errorf("read environment: %w", err)
 	}
-	raw := k.Raw()
-	src.values = make(map[string]any, len(raw))
-	var unknown []string
-	for name, v := range raw {
-		key, ok := lookupKey(name)
-		if !ok {
-			unknown = append(unknown, name)
-			continue
-		}
-		if s, _ := v.(string); s == "" && key.kind != kindMode {
-			continue
-		}
-		src.values[name] = v
-	}
-	sort.Strings(unknown)
-	for _, name := range unknown {
-		w.log.Warn().Str("key", capRunes(name, maxShown)).Str("source", "env "+capRunes(EnvName(name), maxShown)).Str("using", "ignored").
-			Msgf("config: unknown environment variable %s is ignored", capRunes(EnvName(name), maxShown))
-	}
-	return src, nil
+	return k.Raw(), nil
 }
 
 // overrideSource checks overrides strictly (an unknown key or a value its

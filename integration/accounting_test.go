@@ -15,8 +15,8 @@ import (
 // allowlist, next to a forged success for it. The next helper call's
 // sweep finds both.
 const plantForgedClaim = `
-import json, os, lemon_tools
-D = lemon_tools._BRIDGE.dir
+import json, os, exec_tools
+D = exec_tools._BRIDGE.dir
 def put(name, body):
     with open(os.path.join(D, name + ".x"), "w") as f:
         f.write(json.dumps(body))

@@ -40,13 +40,13 @@ notify("b-done")
 // responses to the calls the other run is about to make. Its block
 // counts the frames the host reads and must refuse.
 const attackScript = `
-import glob, json, os, re, time, lemon_tools
-me = lemon_tools._BRIDGE
+import glob, json, os, re, time, exec_tools
+me = exec_tools._BRIDGE
 end = time.time() + 60
 while not os.path.exists("victim-ready") and time.time() < end:
     time.sleep(0.01)
 root = os.path.dirname(os.path.dirname(me.dir))
-victims = [d for d in glob.glob(os.path.join(root, "lemon-exec-code*", "rpc*")) if d != me.dir]
+victims = [d for d in glob.glob(os.path.join(root, "exec-code*", "rpc*")) if d != me.dir]
 assert len(victims) == 1, victims
 v = victims[0]
 counts = {"text": 0, "notify": 0, "exception": 0}
@@ -189,9 +189,9 @@ func TestAPerCallRunCannotForgeAnotherRunsResultOrHeadline(t *testing.T) {
 // shows up, in the files under tops, /proc/self's environ and cmdline,
 // or os.environ.
 const tokenSearch = `
-import os, lemon_tools
+import os, exec_tools
 def token_found(tops):
-    token = lemon_tools._BRIDGE.token.encode()
+    token = exec_tools._BRIDGE.token.encode()
     found = []
     for top in tops:
         for dirpath, _, files in os.walk(top):
@@ -213,7 +213,7 @@ def token_found(tops):
 func TestAPerCallScriptFindsItsTokenInNoFileOrEnvironment(t *testing.T) {
 	e := newEnv(t, map[string]string{"a.txt": "alpha\n"})
 	res := e.run(tokenSearch + `
-found = token_found([os.path.dirname(os.path.abspath(lemon_tools.__file__))])
+found = token_found([os.path.dirname(os.path.abspath(exec_tools.__file__))])
 text(repr(found))
 text(read("a.txt"))
 `)
@@ -228,8 +228,8 @@ text(read("a.txt"))
 func TestAScriptForgingItsOwnFramesStillMeetsTheHostsTextBudget(t *testing.T) {
 	e := newEnv(t, nil, withConfig(func(c *config.Config) { c.MaxTextBytes = 64 }))
 	res := e.run(`
-import lemon_tools
-b = lemon_tools._BRIDGE
+import exec_tools
+b = exec_tools._BRIDGE
 b.publish("text", 1, '{"n": 1, "text": "0123456789"}')
 b.publish("text", 2, '{"n": 2, "text": "%s"}' % ("X" * 40))
 b.publish("text", 3, '{"n": 3, "text": "abcdefghijklmn"}')
@@ -248,7 +248,7 @@ func TestASessionCellFindsItsTokenInNoFileOrEnvironment(t *testing.T) {
 	o := e.attach("s1")
 	res := e.cell(o, tokenSearch+`
 import errno
-found = token_found([os.path.dirname(os.path.abspath(lemon_tools.__file__)), os.path.dirname(lemon_tools._BRIDGE.dir)])
+found = token_found([os.path.dirname(os.path.abspath(exec_tools.__file__)), os.path.dirname(exec_tools._BRIDGE.dir)])
 try:
     os.close(os.open("/proc/self/fd/0", os.O_WRONLY))
     reopened = "reopened"

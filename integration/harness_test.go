@@ -146,7 +146,7 @@ func (e *env) assertNoWorkspaces() {
 		if err != nil {
 			return nil
 		}
-		if strings.HasPrefix(d.Name(), "lemon-exec-code") {
+		if strings.HasPrefix(d.Name(), "exec-code") {
 			e.t.Errorf("workspace left behind: %s", strings.TrimPrefix(p, e.tmp))
 		}
 		return nil
@@ -156,7 +156,7 @@ func (e *env) assertNoWorkspaces() {
 // stagingRoot returns the one private root under the test's TMPDIR.
 func (e *env) stagingRoot() string {
 	e.t.Helper()
-	m, _ := filepath.Glob(filepath.Join(e.tmp, "lemon-private-*"))
+	m, _ := filepath.Glob(filepath.Join(e.tmp, "execute-code-private-*"))
 	require.Len(e.t, m, 1)
 	return m[0]
 }

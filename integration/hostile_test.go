@@ -25,8 +25,8 @@ import (
 // res-<id>.json and returns it without its MAC member, or for the one
 // answer that carries none, the refusal of an unauthenticated request.
 const rawRPC = `
-import hmac, json, os, time, lemon_tools
-B = lemon_tools._BRIDGE
+import hmac, json, os, time, exec_tools
+B = exec_tools._BRIDGE
 D, TOKEN = B.dir, B.token
 def mac(kind, num, data, key=None):
     msg = ("%s\0%s\0" % (kind, num)).encode() + data

@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,29 +25,51 @@ const initLine = "hostinit: init ran"
 
 // buildHostInit builds testdata/hostinit, a host whose module path
 // (example.com/...) sorts before the runtime's, so its dependency's init
-// runs before any of the runtime's package initialisers. The build is
-// offline: every module it needs is the repo's own, already in the cache.
+// runs before any of the runtime's package initialisers.
 func buildHostInit(t *testing.T) string {
+	t.Helper()
+	return buildTestModule(t, "hostinit")
+}
+
+// buildTestModule builds testdata/<name>, a module of its own that
+// requires the runtime (replaced by this repo), and returns the binary;
+// edits are further `go mod edit` flags applied to its go.mod first.
+// The build is offline: the module starts from the repo's go.sum, so
+// every module it needs must be one the repo's own build list holds,
+// which is what `go mod download` fetches on a fresh machine.
+func buildTestModule(t *testing.T, name string, edits ...string) string {
 	t.Helper()
 	repo, err := filepath.Abs("..")
 	require.NoError(t, err)
 	src := t.TempDir()
-	for _, f := range []string{"go.mod", "main.go", "initpkg/initpkg.go"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "hostinit", f))
-		require.NoError(t, err)
-		require.NoError(t, os.MkdirAll(filepath.Join(src, filepath.Dir(f)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(src, f), b, 0o644))
-	}
+	from := filepath.Join("testdata", name)
+	require.NoError(t, filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(from, path)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(rel)), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(src, rel), b, 0o644)
+	}))
 	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(src, "go.sum"), sum, 0o644))
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-	edit := exec.Command(goBin, "mod", "edit", "-replace", "github.com/executecode/executecode="+repo)
+	edit := exec.Command(goBin, append([]string{"mod", "edit", "-replace", "github.com/executecode/executecode=" + repo}, edits...)...)
 	edit.Dir, edit.Env = src, env
 	out, err := edit.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	bin := filepath.Join(t.TempDir(), "hostinit")
+	bin := filepath.Join(t.TempDir(), name)
 	build := exec.Command(goBin, "build", "-o", bin, ".")
 	build.Dir, build.Env = src, env
 	out, err = build.CombinedOutput()
@@ -149,7 +172,7 @@ func TestNoHostCodeRunsInSpawnedProcesses(t *testing.T) {
 		_ = host.Wait()
 		// The guard outlives the host by design, until its work is done.
 		assert.Empty(t, proctest.WaitGone(proctest.Marked(markEnv, mark), 10*time.Second))
-		roots, err := filepath.Glob(filepath.Join(tmp, "lemon-private-*"))
+		roots, err := filepath.Glob(filepath.Join(tmp, "execute-code-private-*"))
 		require.NoError(t, err)
 		assert.Empty(t, roots, "the guard removes the dead host's staging root")
 		assert.Equal(t, []int{host.Process.Pid}, initPids(t, pids))

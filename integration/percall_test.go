@@ -165,13 +165,13 @@ text("|".join(w for w, x in zip(["one", "two", "three"], r) if w in x))
 
 func TestNarrowedToolsRemoveTheHelperAndTheCapability(t *testing.T) {
 	e := newEnv(t, map[string]string{"a.txt": "a"}, withConfig(func(c *config.Config) { c.Tools = []string{"read"} }))
-	res := e.run(`import lemon_tools
+	res := e.run(`import exec_tools
 try:
     grep("a")
 except NameError:
     text("grep-missing")
 try:
-    lemon_tools._call("grep", {"pattern": "a"})
+    exec_tools._call("grep", {"pattern": "a"})
 except ToolError as e:
     text(str(e))
 `)
@@ -186,9 +186,9 @@ func TestNotificationsAreForwardedInOrderIncludingTheLastOne(t *testing.T) {
 
 func TestTokenAndBridgePathsNeverReachTheModel(t *testing.T) {
 	e := newEnv(t, nil)
-	res := e.run(`import lemon_tools, os
-b = lemon_tools._BRIDGE
-print(b.token, b.dir, os.path.dirname(lemon_tools.__file__))
+	res := e.run(`import exec_tools, os
+b = exec_tools._BRIDGE
+print(b.token, b.dir, os.path.dirname(exec_tools.__file__))
 text(b.token + " " + b.dir)
 `)
 	raw, err := json.Marshal(res)
@@ -250,8 +250,8 @@ func (c *countingTool) Execute(ctx context.Context, _ map[string]any) (tools.Res
 func TestRequestPublishedAfterTheScriptExitedIsNeverDispatched(t *testing.T) {
 	ct := &countingTool{name: "read"}
 	e := newEnv(t, nil, withTools(map[string]tools.Tool{"read": ct}))
-	res := e.run(`import json, os, lemon_tools
-b = lemon_tools._BRIDGE
+	res := e.run(`import json, os, exec_tools
+b = exec_tools._BRIDGE
 if os.fork() == 0:
     os.setsid()
     import time
@@ -387,12 +387,12 @@ func TestDefaultStagingPutsWorkspacesOnTmpfsAndSpillsOnDisk(t *testing.T) {
 		t.Skip("no /dev/shm on this machine")
 	}
 	t.Setenv("TMPDIR", "")
-	before, _ := filepath.Glob("/dev/shm/lemon-private-*")
+	before, _ := filepath.Glob("/dev/shm/execute-code-private-*")
 	cfg := config.Defaults()
 	cfg.Enabled, cfg.MaxOutputBytes = true, 100
 	rt, err := executecode.New(cfg, executecode.WithRoot(t.TempDir()))
 	require.NoError(t, err)
-	res, err := rt.Execute(context.Background(), executecode.Call{Script: "import os\nprint('x' * 500)\nprint(os.path.dirname(os.path.abspath(__file__)).startswith('/dev/shm/lemon-private-'))\n"})
+	res, err := rt.Execute(context.Background(), executecode.Call{Script: "import os\nprint('x' * 500)\nprint(os.path.dirname(os.path.abspath(__file__)).startswith('/dev/shm/execute-code-private-'))\n"})
 	require.NoError(t, err)
 	require.NoError(t, rt.Close(context.Background()))
 
@@ -400,12 +400,12 @@ func TestDefaultStagingPutsWorkspacesOnTmpfsAndSpillsOnDisk(t *testing.T) {
 	require.NotEmpty(t, spill)
 	t.Cleanup(func() {
 		_ = os.Remove(spill)
-		_ = os.Remove(filepath.Join(filepath.Dir(spill), ".lemon-owner"))
+		_ = os.Remove(filepath.Join(filepath.Dir(spill), ".execute-code-owner"))
 		_ = os.Remove(filepath.Dir(spill))
 	})
-	assert.True(t, strings.HasPrefix(spill, filepath.Join(os.TempDir(), "lemon-private-")), spill)
+	assert.True(t, strings.HasPrefix(spill, filepath.Join(os.TempDir(), "execute-code-private-")), spill)
 	assert.True(t, strings.HasSuffix(res.Text(), "True\n\n\n[Full output saved to: "+spill+"]"), res.Text())
-	after, _ := filepath.Glob("/dev/shm/lemon-private-*")
+	after, _ := filepath.Glob("/dev/shm/execute-code-private-*")
 	assert.ElementsMatch(t, before, after, "the tmpfs root is removed on Close")
 }
 

@@ -63,7 +63,7 @@ func assertNoSecret(t *testing.T, seen string, secrets []string) {
 	for _, s := range secrets {
 		assert.NotContains(t, seen, s)
 	}
-	for _, fragment := range []string{"lemon-private", "lemon-exec-code", "lemon-pyrepl", "/rpc-"} {
+	for _, fragment := range []string{"execute-code-private", "exec-code", "python-kernel", "/rpc-"} {
 		assert.NotContains(t, seen, fragment)
 	}
 }
@@ -104,7 +104,7 @@ func TestNoHostPathOrTokenReachesTheModelInEitherMode(t *testing.T) {
 			assertNoSecret(t, modelSees(t, res, e.notify), secrets)
 
 			text := res.Text()
-			for _, name := range []string{"<workspace>/lemon_tools.py", "<workspace>/rpc", "<token>", "<private-root>"} {
+			for _, name := range []string{"<workspace>/exec_tools.py", "<workspace>/rpc", "<token>", "<private-root>"} {
 				assert.Contains(t, text, name)
 			}
 			if mode == "session" {
@@ -113,10 +113,10 @@ func TestNoHostPathOrTokenReachesTheModelInEitherMode(t *testing.T) {
 			} else {
 				assert.Contains(t, text, "<workspace>/script.py")
 			}
-			assert.Contains(t, text, `File "<workspace>/lemon_tools.py", line`, "the traceback names the helpers' file")
+			assert.Contains(t, text, `File "<workspace>/exec_tools.py", line`, "the traceback names the helpers' file")
 			assert.Contains(t, text, "> red bell", "the exception's control bytes and escapes are gone")
 			assert.False(t, controlBytes.MatchString(text), "control bytes in %q", controlBytes.FindString(text))
-			assert.Contains(t, res.Blocks, "text <workspace>/lemon_tools.py")
+			assert.Contains(t, res.Blocks, "text <workspace>/exec_tools.py")
 
 			// The head was cut inside a path: what is kept is part of its
 			// canonical name, never part of the path.

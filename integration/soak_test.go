@@ -273,7 +273,7 @@ func TestSoakKernelLifecyclesWithInjectedFaults(t *testing.T) {
 	var tmp string
 	t.Cleanup(func() {
 		// Runs after the runtime's Close (cleanups run last-in first-out).
-		left, _ := filepath.Glob(filepath.Join(tmp, "lemon-private-*"))
+		left, _ := filepath.Glob(filepath.Join(tmp, "execute-code-private-*"))
 		assert.Empty(t, left, "the staging root is removed on Close")
 		assert.NoError(t, goleak.Find(ignore), "goroutines left after Close")
 	})
@@ -403,7 +403,7 @@ func stagingFiles(t *testing.T, root string) []string {
 	t.Helper()
 	var out []string
 	require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil || p == root || d.Name() == ".lemon-owner" {
+		if err != nil || p == root || d.Name() == ".execute-code-owner" {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, p)

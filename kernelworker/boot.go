@@ -21,7 +21,7 @@ import (
 // Names of the staged files in a kernel workspace.
 const (
 	runnerFile = "runner.py"
-	helperFile = "lemon_tools.py"
+	helperFile = shimpy.ModuleName + ".py"
 )
 
 // kernel is everything one interpreter holds on the host: its workspace,

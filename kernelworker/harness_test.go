@@ -40,7 +40,7 @@ type kernelHarness struct {
 func newKernelHarness(t testing.TB, mods ...func(*Options)) *kernelHarness {
 	t.Helper()
 	python := findPython(t)
-	root := filepath.Join(t.TempDir(), "lemon-private-test")
+	root := filepath.Join(t.TempDir(), "execute-code-private-test")
 	require.NoError(t, os.Mkdir(root, 0o700))
 	h := &kernelHarness{
 		t:      t,
@@ -60,7 +60,7 @@ func newKernelHarness(t testing.TB, mods ...func(*Options)) *kernelHarness {
 		Interpreter:  python,
 		HelperSource: shimpy.RenderModule(nil, 0),
 		Spawner:      sp,
-		Workspace:    func() (string, error) { return privatetmp.ReserveDir(root, "lemon-pyrepl") },
+		Workspace:    func() (string, error) { return privatetmp.ReserveDir(root, "python-kernel") },
 		Spill:        func() (*os.File, error) { return privatetmp.ReserveFile(root, privatetmp.SpillPrefix) },
 		Telemetry:    bus,
 		OnExit: func(e Exit) {
@@ -224,7 +224,7 @@ func (h *kernelHarness) waitPhase(pid *actor.PID, phase Phase) {
 // workspaces lists the kernel workspaces left in the staging root.
 func (h *kernelHarness) workspaces() []string {
 	h.t.Helper()
-	m, err := filepath.Glob(filepath.Join(h.root, "lemon-pyrepl-*"))
+	m, err := filepath.Glob(filepath.Join(h.root, "python-kernel-*"))
 	require.NoError(h.t, err)
 	return m
 }

@@ -46,7 +46,7 @@ type Options struct {
 	// Interpreter is the python3 path as configured; it is what runs, so a
 	// virtualenv's python3 keeps its environment.
 	Interpreter string
-	// HelperSource is the unconfigured lemon_tools module, staged next to
+	// HelperSource is the unconfigured exec_tools module, staged next to
 	// the runner; "" stages none.
 	HelperSource string
 	// Runner is the runner program; "" means shimpy.Runner().

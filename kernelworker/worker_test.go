@@ -205,7 +205,7 @@ func realPath(t *testing.T, p string) string {
 func TestBridgeIsConfiguredForEachCellWithTheKernelDoorbells(t *testing.T) {
 	h := newKernelHarness(t)
 	pid := h.start()
-	show := "import lemon_tools as m\nb = m._BRIDGE\nprint(b.dir, b.token, b.budget, b.gen, b.bells is not None)"
+	show := "import exec_tools as m\nb = m._BRIDGE\nprint(b.dir, b.token, b.budget, b.gen, b.bells is not None)"
 	d1, d2 := t.TempDir(), t.TempDir()
 
 	res := h.run(pid, show, func(e *Execute) { e.Bridge = &Bridge{Dir: d1, Token: "tok-1", MaxTextBytes: 1000} })
@@ -216,7 +216,7 @@ func TestBridgeIsConfiguredForEachCellWithTheKernelDoorbells(t *testing.T) {
 	require.Equal(t, "", res.Reason, "%+v", res)
 	assert.Equal(t, d2+" tok-2 2000 2 True\n", res.Output.Text)
 
-	res = h.run(pid, "import lemon_tools as m\nprint(m._BRIDGE)")
+	res = h.run(pid, "import exec_tools as m\nprint(m._BRIDGE)")
 	assert.Equal(t, "None\n", res.Output.Text, "a cell without a bridge reaches no earlier one")
 }
 
@@ -243,11 +243,11 @@ func TestStagedWorkspaceIsPrivateAndGoneAfterStop(t *testing.T) {
 	require.Len(t, ws, 1)
 	assertMode(t, ws[0], os.ModeDir|0o700)
 	assertMode(t, filepath.Join(ws[0], "runner.py"), 0o600)
-	assertMode(t, filepath.Join(ws[0], "lemon_tools.py"), 0o600)
+	assertMode(t, filepath.Join(ws[0], "exec_tools.py"), 0o600)
 	runner, err := os.ReadFile(filepath.Join(ws[0], "runner.py"))
 	require.NoError(t, err)
 	assert.Equal(t, proc.Bootstrap+shimpy.Runner(), string(runner))
-	helpers, err := os.ReadFile(filepath.Join(ws[0], "lemon_tools.py"))
+	helpers, err := os.ReadFile(filepath.Join(ws[0], "exec_tools.py"))
 	require.NoError(t, err)
 	assert.Equal(t, h.opts.HelperSource, string(helpers), "byte for byte")
 

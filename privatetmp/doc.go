@@ -1,7 +1,7 @@
 // Package privatetmp owns every private temporary object of the runtime:
-// the per-process staging root lemon-private-XXXXXXXXXX (under TMPDIR, or
+// the per-process staging root execute-code-private-XXXXXXXXXX (under TMPDIR, or
 // /dev/shm when TMPDIR is unset and it is writable) with its
-// .lemon-owner marker, the reservation primitives the pump and facade use
+// .execute-code-owner marker, the reservation primitives the pump and facade use
 // for workspaces, bridge directories and response files, the full-output
 // spill files, bounded tree removal, the boot-time stale-root sweep and the
 // 24-hour spill reaper.

@@ -11,7 +11,7 @@ import (
 )
 
 const (
-	// rootPrefix names every private staging root: <tmp>/lemon-private-XXXXXXXXXX.
+	// rootPrefix names every private staging root: <tmp>/execute-code-private-XXXXXXXXXX.
 	rootPrefix = privfs.RootPrefix
 	// markerName is the owner marker inside a root: "<node name>\n<pid>\n".
 	markerName = privfs.MarkerName

@@ -34,7 +34,7 @@ type ReapReport struct {
 // A window examines at most reapBatch direct entries: first the current
 // root's next batch, then, if budget remains, the next queued stale root
 // (re-validated as stale first) with what is left. An entry is removed only
-// when it is named pi-python-repl-*, lstat shows a regular file, its mtime
+// when it is named spill-*, lstat shows a regular file, its mtime
 // is more than spillTTL before now, and it is not live. Nothing is followed
 // and nothing below the top level is looked at. Names beyond the budget are
 // remembered and examined in later windows.

@@ -15,27 +15,27 @@ const old = 25 * time.Hour
 
 func TestReapRemovesOnlyExpiredRegularSpills(t *testing.T) {
 	outside := t.TempDir()
-	target := plantSpill(t, outside, "pi-python-repl-target", 72*time.Hour)
+	target := plantSpill(t, outside, "spill-target", 72*time.Hour)
 	r := openTestRoot(t, t.TempDir())
 	root := r.Path()
 
-	expired := plantSpill(t, root, "pi-python-repl-expired001", old)
+	expired := plantSpill(t, root, "spill-expired001", old)
 	kept := []string{
-		plantSpill(t, root, "pi-python-repl-recent0001", 23*time.Hour),
+		plantSpill(t, root, "spill-recent0001", 23*time.Hour),
 		plantSpill(t, root, "notes-expired", old),
-		plantSpill(t, root, ".pi-python-repl-hidden", old),
-		plantSpill(t, root, "pi-python-repl", old), // the prefix without its dash
+		plantSpill(t, root, ".spill-hidden", old),
+		plantSpill(t, root, "spill", old), // the prefix without its dash
 	}
-	dir := filepath.Join(root, "pi-python-repl-a-dir")
+	dir := filepath.Join(root, "spill-a-dir")
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	plantSpill(t, dir, "pi-python-repl-nested0001", old)
+	plantSpill(t, dir, "spill-nested0001", old)
 	setAge(t, dir, old)
-	link := filepath.Join(root, "pi-python-repl-a-link")
+	link := filepath.Join(root, "spill-a-link")
 	require.NoError(t, os.Symlink(target, link))
 	require.NoError(t, os.Chtimes(target, time.Now().Add(-old), time.Now().Add(-old)))
-	ws := filepath.Join(root, "lemon-exec-code-leftover")
+	ws := filepath.Join(root, "exec-code-leftover")
 	require.NoError(t, os.Mkdir(ws, 0o700))
-	plantSpill(t, ws, "pi-python-repl-inworkspace", old)
+	plantSpill(t, ws, "spill-inworkspace", old)
 	before := snapshot(t, root)
 	delete(before, filepath.Base(expired))
 	outsideBefore := snapshot(t, outside)
@@ -58,7 +58,7 @@ func TestReapRemovesOnlyExpiredRegularSpills(t *testing.T) {
 
 func TestReapNeverTakesALiveSpill(t *testing.T) {
 	r := openTestRoot(t, t.TempDir())
-	spill := plantSpill(t, r.Path(), "pi-python-repl-capturing", 72*time.Hour)
+	spill := plantSpill(t, r.Path(), "spill-capturing", 72*time.Hour)
 	r.MarkLive(spill)
 	now := time.Now()
 
@@ -78,7 +78,7 @@ func TestReapRunsOncePerWindow(t *testing.T) {
 	now := time.Now()
 
 	assert.True(t, r.ReapSpills(now).Due, "the first window starts at once")
-	spill := plantSpill(t, r.Path(), "pi-python-repl-late00001", old)
+	spill := plantSpill(t, r.Path(), "spill-late00001", old)
 	rep := r.ReapSpills(now.Add(spillTTL - time.Second))
 	assert.Equal(t, ReapReport{}, rep)
 	assert.FileExists(t, spill)
@@ -91,7 +91,7 @@ func TestReapRunsOncePerWindow(t *testing.T) {
 func TestReapCarriesTheBudgetOverToTheNextWindow(t *testing.T) {
 	r := openTestRoot(t, t.TempDir())
 	for i := range 1500 {
-		plantSpill(t, r.Path(), fmt.Sprintf("pi-python-repl-%010d", i), old)
+		plantSpill(t, r.Path(), fmt.Sprintf("spill-%010d", i), old)
 	}
 	now := time.Now()
 
@@ -113,14 +113,14 @@ func TestReapCarriesTheBudgetOverToTheNextWindow(t *testing.T) {
 
 func TestReapSweepsTheCurrentRootBeforeAnyStaleRoot(t *testing.T) {
 	tmp := t.TempDir()
-	stale := plantRoot(t, tmp, "lemon-private-deadbeef03", markerFor(deadPID(t)))
+	stale := plantRoot(t, tmp, "execute-code-private-deadbeef03", markerFor(deadPID(t)))
 	staleSpills := []string{
-		plantSpill(t, stale, "pi-python-repl-stale00001", old),
-		plantSpill(t, stale, "pi-python-repl-stale00002", old),
+		plantSpill(t, stale, "spill-stale00001", old),
+		plantSpill(t, stale, "spill-stale00002", old),
 	}
 	r := openTestRoot(t, tmp)
 	for i := range 1099 { // with the marker: 1,100 names, a full window and 100 more
-		plantSpill(t, r.Path(), fmt.Sprintf("pi-python-repl-%010d", i), old)
+		plantSpill(t, r.Path(), fmt.Sprintf("spill-%010d", i), old)
 	}
 	require.Equal(t, SweepReport{Examined: 1, Retained: 1}, SweepStaleRoots(tmp, r, nil))
 	now := time.Now()
@@ -143,11 +143,11 @@ func TestReapSweepsTheCurrentRootBeforeAnyStaleRoot(t *testing.T) {
 
 func TestReapLeavesAStaleRootWithOtherContentAndNeverDescends(t *testing.T) {
 	tmp := t.TempDir()
-	stale := plantRoot(t, tmp, "lemon-private-deadbeef04", markerFor(deadPID(t)))
-	top := plantSpill(t, stale, "pi-python-repl-top0000001", old)
-	ws := filepath.Join(stale, "lemon-exec-code-leftover")
+	stale := plantRoot(t, tmp, "execute-code-private-deadbeef04", markerFor(deadPID(t)))
+	top := plantSpill(t, stale, "spill-top0000001", old)
+	ws := filepath.Join(stale, "exec-code-leftover")
 	require.NoError(t, os.Mkdir(ws, 0o700))
-	nested := plantSpill(t, ws, "pi-python-repl-nested0001", old)
+	nested := plantSpill(t, ws, "spill-nested0001", old)
 	r := openTestRoot(t, tmp)
 	SweepStaleRoots(tmp, r, nil)
 	before := snapshot(t, stale)
@@ -164,8 +164,8 @@ func TestReapLeavesAStaleRootWithOtherContentAndNeverDescends(t *testing.T) {
 
 func TestReapDropsAStaleRootWhoseOwnerIsNoLongerProvablyDead(t *testing.T) {
 	tmp := t.TempDir()
-	stale := plantRoot(t, tmp, "lemon-private-deadbeef05", markerFor(deadPID(t)))
-	spill := plantSpill(t, stale, "pi-python-repl-stale00001", old)
+	stale := plantRoot(t, tmp, "execute-code-private-deadbeef05", markerFor(deadPID(t)))
+	spill := plantSpill(t, stale, "spill-stale00001", old)
 	r := openTestRoot(t, tmp)
 	SweepStaleRoots(tmp, r, nil)
 	// Re-validation at reap time sees a live owner (pid reuse, or a node
@@ -181,7 +181,7 @@ func TestReapDropsAStaleRootWhoseOwnerIsNoLongerProvablyDead(t *testing.T) {
 
 func TestReapSkipsACurrentRootThatFailsValidation(t *testing.T) {
 	r := openTestRoot(t, t.TempDir())
-	spill := plantSpill(t, r.Path(), "pi-python-repl-expired001", old)
+	spill := plantSpill(t, r.Path(), "spill-expired001", old)
 	require.NoError(t, os.Chmod(r.Path(), 0o755))
 
 	rep := r.ReapSpills(time.Now())

@@ -144,7 +144,7 @@ func TestRemoveBoundedRefusesPathsThatAreNotATree(t *testing.T) {
 }
 
 func TestTeardownWarnsWithoutAPathWhenTheLimitLeavesARemainder(t *testing.T) {
-	ws := filepath.Join(t.TempDir(), "lemon-exec-code-XXXXXXXXXX")
+	ws := filepath.Join(t.TempDir(), "exec-code-XXXXXXXXXX")
 	require.NoError(t, os.Mkdir(ws, 0o700))
 	fillDir(t, ws, RemoveLimit+1)
 	var buf bytes.Buffer
@@ -157,7 +157,7 @@ func TestTeardownWarnsWithoutAPathWhenTheLimitLeavesARemainder(t *testing.T) {
 		"execute_code workspace teardown hit the entry limit; remainder left under the private root")
 	assert.Contains(t, buf.String(), `"level":"warn"`)
 	assert.NotContains(t, buf.String(), filepath.Dir(ws))
-	assert.NotContains(t, buf.String(), "lemon-exec-code-")
+	assert.NotContains(t, buf.String(), "exec-code-")
 }
 
 func TestTeardownIsQuietWhenTheTreeIsGone(t *testing.T) {

@@ -127,7 +127,7 @@ func WriteFile(parent, name string, data []byte) error {
 }
 
 // rootName drops the extension the way the reference's Path.rootname does:
-// a dot-file such as ".lemon-owner" is all name and no extension.
+// a dot-file such as ".execute-code-owner" is all name and no extension.
 func rootName(name string) string {
 	ext := filepath.Ext(name)
 	if ext == name {

@@ -17,17 +17,17 @@ func TestReservationsHaveExactModesWhateverTheUmask(t *testing.T) {
 			parent := t.TempDir()
 			withUmask(t, mask)
 
-			dir, err := ReserveDir(parent, "lemon-exec-code")
+			dir, err := ReserveDir(parent, "exec-code")
 			require.NoError(t, err)
 			assert.Equal(t, fs.FileMode(0o700), perm(t, dir))
 			assert.Equal(t, parent, filepath.Dir(dir))
-			assert.Regexp(t, `^lemon-exec-code-[A-Za-z0-9]{10}$`, filepath.Base(dir))
+			assert.Regexp(t, `^exec-code-[A-Za-z0-9]{10}$`, filepath.Base(dir))
 
 			f, err := ReserveFile(parent, SpillPrefix)
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
 			assert.Equal(t, fs.FileMode(0o600), perm(t, f.Name()))
-			assert.Regexp(t, `^pi-python-repl-[A-Za-z0-9]{10}$`, filepath.Base(f.Name()))
+			assert.Regexp(t, `^spill-[A-Za-z0-9]{10}$`, filepath.Base(f.Name()))
 
 			require.NoError(t, WriteFile(dir, "script.py", []byte("print(1)\n")))
 			assert.Equal(t, fs.FileMode(0o600), perm(t, filepath.Join(dir, "script.py")))
@@ -40,7 +40,7 @@ func TestReservationFailsClosedWhenUmaskStripsOwnerBits(t *testing.T) {
 		parent := t.TempDir()
 		withUmask(t, 0o177) // 0700 comes out 0600
 
-		_, err := ReserveDir(parent, "lemon-exec-code")
+		_, err := ReserveDir(parent, "exec-code")
 		assert.ErrorIs(t, err, ErrUnsafe)
 		assert.Empty(t, names(t, parent), "a rejected reservation is removed")
 	})
@@ -162,7 +162,7 @@ func TestWriteFileReservesAHiddenNameDerivedFromTheFinalName(t *testing.T) {
 	cases := map[string]string{
 		"script.py":    ".script--AAAAAAAAAA",
 		"res-42.json":  ".res-42--AAAAAAAAAA",
-		markerName:     "..lemon-owner--AAAAAAAAAA",
+		markerName:     "..execute-code-owner--AAAAAAAAAA",
 		"no-extension": ".no-extension--AAAAAAAAAA",
 	}
 	for final, hidden := range cases {

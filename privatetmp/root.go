@@ -17,7 +17,7 @@ import (
 )
 
 // SpillPrefix names full-output spill files directly in the root:
-// <root>/pi-python-repl-XXXXXXXXXX.
+// <root>/spill-XXXXXXXXXX.
 const SpillPrefix = privfs.SpillPrefix
 
 // ErrClosed is returned by a Root after Close.
@@ -34,8 +34,8 @@ type RootOptions struct {
 	Logger *zerolog.Logger
 }
 
-// Root is one process's private staging root <TMPDIR>/lemon-private-XXXXXXXXXX
-// (0700) with its owner marker .lemon-owner (0600, "<node name>\n<pid>\n").
+// Root is one process's private staging root <TMPDIR>/execute-code-private-XXXXXXXXXX
+// (0700) with its owner marker .execute-code-owner (0600, "<node name>\n<pid>\n").
 // Every workspace, bridge and spill of the process lives under it. A Root is
 // safe for concurrent use.
 type Root struct {
@@ -139,7 +139,7 @@ func unsafe(what string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrUnsafe, what, err)
 }
 
-// NewSpill creates <root>/pi-python-repl-XXXXXXXXXX as a private 0600 file
+// NewSpill creates <root>/spill-XXXXXXXXXX as a private 0600 file
 // open for writing, after re-validating the root. The spill is registered
 // live before it is returned, so the reaper never takes it while its capture
 // runs; call Release(f.Name()) when the capture finishes.

@@ -32,7 +32,7 @@ func TestOpenRootCreatesAPrivateRootWithOwnerMarker(t *testing.T) {
 			r := openTestRoot(t, tmp)
 
 			assert.Equal(t, tmp, filepath.Dir(r.Path()))
-			assert.Regexp(t, `^lemon-private-[A-Za-z0-9]{10}$`, filepath.Base(r.Path()))
+			assert.Regexp(t, `^execute-code-private-[A-Za-z0-9]{10}$`, filepath.Base(r.Path()))
 			assert.Equal(t, fs.FileMode(0o700), perm(t, r.Path()))
 			marker := filepath.Join(r.Path(), markerName)
 			assert.Equal(t, fs.FileMode(0o600), perm(t, marker))
@@ -156,7 +156,7 @@ func TestNewSpillIsAPrivateFileDirectlyInTheRoot(t *testing.T) {
 	require.NoError(t, f.Close())
 
 	assert.Equal(t, r.Path(), filepath.Dir(f.Name()))
-	assert.Regexp(t, `^pi-python-repl-[A-Za-z0-9]{10}$`, filepath.Base(f.Name()))
+	assert.Regexp(t, `^spill-[A-Za-z0-9]{10}$`, filepath.Base(f.Name()))
 	assert.Equal(t, fs.FileMode(0o600), perm(t, f.Name()))
 	assert.NoError(t, validateFile(f.Name()))
 }
@@ -217,7 +217,7 @@ func TestCloseLeavesARootThatIsNoLongerOurs(t *testing.T) {
 func TestRootIsSafeForConcurrentUse(t *testing.T) {
 	r := openTestRoot(t, t.TempDir())
 	for i := range 50 {
-		plantSpill(t, r.Path(), fmt.Sprintf("pi-python-repl-old%07d", i), 48*time.Hour)
+		plantSpill(t, r.Path(), fmt.Sprintf("spill-old%07d", i), 48*time.Hour)
 	}
 	now := time.Now()
 	var wg sync.WaitGroup

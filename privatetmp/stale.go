@@ -14,14 +14,14 @@ import (
 // SweepReport counts what one boot-time stale-root sweep saw. It carries no
 // paths: it may go to telemetry as it is.
 type SweepReport struct {
-	Examined int // lemon-private-* siblings considered
+	Examined int // execute-code-private-* siblings considered
 	Removed  int // stale roots that held only their marker, removed
 	Retained int // stale roots with content, left untouched (queued for ReapSpills)
 	Skipped  int // not provably stale: bad type, mode or owner, missing or malformed marker, live owner
 }
 
 // SweepStaleRoots runs once at boot. It considers each sibling
-// <tmpDir>/lemon-private-* other than current, and only those whose
+// <tmpDir>/execute-code-private-* other than current, and only those whose
 // validated 0600 owner marker names a process that kill(pid, 0) reports as
 // gone (ESRCH). A stale root holding nothing but its marker is removed; a
 // stale root with content is never traversed or removed here, only handed to

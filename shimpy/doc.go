@@ -1,5 +1,5 @@
 // Package shimpy renders the python side of the execute-code bridge: the
-// lemon_tools module a script imports (helpers that call host tools over
+// exec_tools module a script imports (helpers that call host tools over
 // the file-RPC directory, plus text(), notify() and batch()), the one-line
 // import injected before a script, and the per-run _configure call that
 // binds the module to its rpc directory, text budget and doorbells, and

@@ -83,7 +83,7 @@ func findPython(t testing.TB) string {
 	return pythonPath
 }
 
-// stage is one staged run: a workspace holding lemon_tools.py and an rpc
+// stage is one staged run: a workspace holding exec_tools.py and an rpc
 // directory, laid out like a per-call workspace.
 type stage struct {
 	work  string

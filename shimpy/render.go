@@ -18,7 +18,7 @@ const ProtocolVersion = 1
 
 // ModuleName is the python module a script imports its helpers from; the
 // rendered module is staged as ModuleName + ".py".
-const ModuleName = "lemon_tools"
+const ModuleName = "exec_tools"
 
 // defaultTextBudget is the text() cap when the caller gives none
 // (docs/protocol.md, Budgets).
@@ -31,7 +31,7 @@ const defaultTextBudget = 65536
 type Bells struct{ Request, Response int }
 
 var (
-	//go:embed lemon_tools.py.tmpl
+	//go:embed exec_tools.py.tmpl
 	moduleSource string
 	//go:embed stubs.py.tmpl
 	stubSource string

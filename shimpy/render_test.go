@@ -18,12 +18,12 @@ func TestImportLineListsEnabledStubsInFixedOrder(t *testing.T) {
 		tools []string
 		want  string
 	}{
-		{"read and ls", []string{"read", "ls"}, "from lemon_tools import ToolError, read, ls, text, notify, batch"},
-		{"config order ignored", []string{"ls", "read"}, "from lemon_tools import ToolError, read, ls, text, notify, batch"},
-		{"no helpers keeps the channels", nil, "from lemon_tools import ToolError, text, notify, batch"},
-		{"all, reversed", []string{"webfetch", "ls", "find", "grep", "read"}, "from lemon_tools import ToolError, read, grep, find, ls, webfetch, text, notify, batch"},
-		{"duplicates once", []string{"grep", "grep", "webfetch", "grep"}, "from lemon_tools import ToolError, grep, webfetch, text, notify, batch"},
-		{"unknown names ignored", []string{"bash", "read", "execute_code"}, "from lemon_tools import ToolError, read, text, notify, batch"},
+		{"read and ls", []string{"read", "ls"}, "from exec_tools import ToolError, read, ls, text, notify, batch"},
+		{"config order ignored", []string{"ls", "read"}, "from exec_tools import ToolError, read, ls, text, notify, batch"},
+		{"no helpers keeps the channels", nil, "from exec_tools import ToolError, text, notify, batch"},
+		{"all, reversed", []string{"webfetch", "ls", "find", "grep", "read"}, "from exec_tools import ToolError, read, grep, find, ls, webfetch, text, notify, batch"},
+		{"duplicates once", []string{"grep", "grep", "webfetch", "grep"}, "from exec_tools import ToolError, grep, webfetch, text, notify, batch"},
+		{"unknown names ignored", []string{"bash", "read", "execute_code"}, "from exec_tools import ToolError, read, text, notify, batch"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +108,7 @@ func TestRenderModuleCarriesTheProtocolVersion(t *testing.T) {
 }
 
 func TestRenderPreludeConfiguresTheDirOnceAndReadsTheTokenFromItsSocket(t *testing.T) {
-	dir := "/tmp/private/lemon-exec-code-AbCdEfGhIj/rpc-KlMnOpQrSt"
+	dir := "/tmp/private/exec-code-AbCdEfGhIj/rpc-KlMnOpQrSt"
 	prelude := RenderPrelude(dir, 5, []string{"read", "ls"}, 0, nil)
 	module := RenderModule([]string{"read", "ls"}, 0)
 	assert.Equal(t, module+"\n\n_configure(\""+dir+"\", _inherited_token(5), 65536)\n", prelude)
@@ -178,7 +178,7 @@ func TestHostStubIsGeneratedFromItsSpec(t *testing.T) {
 		Parameters: json.RawMessage(`{"type":"object","required":["city"],"properties":{"units":{},"city":{},"days":{}}}`)}
 	read := tools.Spec{Name: "read", Description: "The host's own read.", Parameters: json.RawMessage(`{"type":"object","properties":{"file":{}}}`)}
 	specs := []tools.Spec{spec, read}
-	assert.Equal(t, "from lemon_tools import ToolError, read, ls, weather, text, notify, batch",
+	assert.Equal(t, "from exec_tools import ToolError, read, ls, weather, text, notify, batch",
 		importLine([]string{"weather", "ls", "read", "weather"}, specs))
 	module := RenderModule([]string{"read", "weather"}, 0, specs...)
 	assert.Contains(t, module, `def weather(city, days=None, units=None):

@@ -172,12 +172,12 @@ func TestBatchRaisesTheFirstFailureInInputOrderAfterEveryCallFinished(t *testing
 	for _, mode := range wakeModes {
 		t.Run(mode.name, func(t *testing.T) {
 			run := startBridgeRun(t, mode, []string{"read"}, `
-import json, os, threading, lemon_tools
+import json, os, threading, exec_tools
 try:
     batch([("read", {"path": "p%d" % i}) for i in range(5)])
     print("no error")
 except ToolError as e:
-    answered = sorted(n for n in os.listdir(lemon_tools._BRIDGE.dir) if n.startswith("res-"))
+    answered = sorted(n for n in os.listdir(exec_tools._BRIDGE.dir) if n.startswith("res-"))
     print(json.dumps({"error": str(e), "answered": len(answered), "threads": threading.active_count()}))
 `)
 			byPath := map[string]int{}
@@ -334,8 +334,8 @@ func TestUnusableBellsFallBackToPolling(t *testing.T) {
 	s := newStage(t, []string{"read"}, 0, childBells)
 	host := startResponder(t, s.rpc, nil)
 	p := s.start(t, `
-import lemon_tools
-print(lemon_tools._BRIDGE.bells)
+import exec_tools
+print(exec_tools._BRIDGE.bells)
 print(read("a"))
 `)
 	req := host.next(t)
@@ -349,10 +349,10 @@ func TestConfigureRestartsRequestIDs(t *testing.T) {
 	first := startResponder(t, s.rpc, nil)
 	other := startResponder(t, second, nil)
 	p := s.start(t, fmt.Sprintf(`
-import lemon_tools
-lemon_tools._configure(%q, "t1")
+import exec_tools
+exec_tools._configure(%q, "t1")
 print(read("a"), read("b"))
-lemon_tools._configure(%q, "t2")
+exec_tools._configure(%q, "t2")
 print(read("c"))
 `, s.rpc, second))
 	for _, want := range []int{1, 2} {
@@ -372,8 +372,8 @@ func TestThreadFromAFinishedCellIsRefused(t *testing.T) {
 	s := newUnconfiguredStage(t, []string{"read"}, 0)
 	second := s.newRPCDir(t, "rpc-second")
 	out := requireClean(t, s.run(t, fmt.Sprintf(`
-import threading, lemon_tools
-lemon_tools._configure(%q, "t1", None, 1)
+import threading, exec_tools
+exec_tools._configure(%q, "t1", None, 1)
 go = threading.Event()
 seen = []
 def attempt(label, fn):
@@ -389,15 +389,15 @@ def old_cell():
     attempt("notify", lambda: notify("x"))
     attempt("batch", lambda: batch([("read", {"path": "x"})]))
 worker = threading.Thread(target=old_cell)
-worker._lemon_gen = 1
+worker._exec_gen = 1
 worker.start()
-lemon_tools._configure(%q, "t2", None, 2)
+exec_tools._configure(%q, "t2", None, 2)
 go.set()
 worker.join()
 attempt("main", lambda: text("from the open cell"))
 print("\n".join(seen))
 `, s.rpc, second)))
-	msg := "lemon_tools bridge belongs to a finished cell"
+	msg := "exec_tools bridge belongs to a finished cell"
 	assert.Equal(t, strings.Join([]string{
 		"read: " + msg, "text: " + msg, "notify: " + msg, "batch: " + msg,
 		"main: allowed",
@@ -408,14 +408,14 @@ func TestThreadOfTheOpenCellMayCallHelpers(t *testing.T) {
 	s := newUnconfiguredStage(t, []string{"read"}, 0)
 	host := startResponder(t, s.rpc, nil)
 	p := s.start(t, fmt.Sprintf(`
-import threading, lemon_tools
-lemon_tools._configure(%q, %q, None, 2)
+import threading, exec_tools
+exec_tools._configure(%q, %q, None, 2)
 out = []
 def cell():
     out.append(read("a"))
     out.extend(batch([("read", {"path": "b"}), ("read", {"path": "c"})]))
 worker = threading.Thread(target=cell)
-worker._lemon_gen = 2
+worker._exec_gen = 2
 worker.start()
 worker.join()
 print(" ".join(out))

@@ -3,7 +3,7 @@ package shimpy
 import _ "embed"
 
 // RunnerName is the file name a session kernel stages the runner under,
-// next to the unconfigured lemon_tools module. The runner
+// next to the unconfigured exec_tools module. The runner
 // speaks kernel protocol version ProtocolVersion (1).
 const RunnerName = "runner.py"
 

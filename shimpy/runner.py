@@ -93,13 +93,13 @@ CAPTURE = (5, 6)
 # How long an os._exit of the kernel waits for the drainer, and then
 # frames what is left in the capture pipe.
 EXIT_DRAIN_SECONDS = 1.0
-SHIM_MODULE = "lemon_tools"
+SHIM_MODULE = "exec_tools"
 HELPER_NAMES = ("ToolError", "read", "grep", "find", "ls", "webfetch", "text", "notify", "batch")
 UNSUPPORTED_INPUT_MESSAGE = (
-    "input() is not supported: the lemon persistent python kernel has no "
+    "input() is not supported: the persistent python kernel has no "
     "interactive stdin; read from a file or call a helper function instead"
 )
-STDIN_UNAVAILABLE = "stdin is not available in the lemon python kernel"
+STDIN_UNAVAILABLE = "stdin is not available in the python kernel"
 
 _SURROGATES = dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
 _ModuleType = type(sys)
@@ -541,7 +541,7 @@ class Kernel(object):
         self.requests = sys.stdin
         self._refuse_input()
         self._setup_descriptors()
-        threading.Thread(target=self._drain, args=(self.pipe,), name="lemon-drain", daemon=True).start()
+        threading.Thread(target=self._drain, args=(self.pipe,), name="exec-drain", daemon=True).start()
         self._install_thread_tagging()
         self._install_exit_drain()
         self._make_namespace()
@@ -661,11 +661,11 @@ class Kernel(object):
             # The creator is looked up without current_thread(), which
             # would build a dummy thread, re-entering this very __init__.
             creator = active.get(get_ident())
-            tag = getattr(creator, "_lemon_gen", None) if creator is not None else None
+            tag = getattr(creator, "_exec_gen", None) if creator is not None else None
             if tag is None:
                 tag = kernel.open_gen
             if tag is not None:
-                self._lemon_gen = tag
+                self._exec_gen = tag
 
         for attr in ("__name__", "__qualname__", "__doc__"):
             try:
@@ -737,7 +737,7 @@ class Kernel(object):
         thread = self.active_threads.get(self.get_ident())
         if thread is None:
             return False
-        tag = getattr(thread, "_lemon_gen", None)
+        tag = getattr(thread, "_exec_gen", None)
         return tag is not None and tag != self.open_gen
 
     def count_dropped(self, size):
@@ -978,7 +978,7 @@ class Kernel(object):
             return __import__(SHIM_MODULE)
         except ImportError:
             raise RuntimeError(
-                "lemon_tools was not staged next to the runner; helper calls are unavailable"
+                "exec_tools was not staged next to the runner; helper calls are unavailable"
             ) from None
         finally:
             sys.dont_write_bytecode = saved

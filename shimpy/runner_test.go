@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const unsupportedInput = "input() is not supported: the lemon persistent python kernel has " +
+const unsupportedInput = "input() is not supported: the persistent python kernel has " +
 	"no interactive stdin; read from a file or call a helper function instead"
 
 func TestRunnerIsEmbeddedAndSpeaksProtocolVersionOne(t *testing.T) {
@@ -85,7 +85,7 @@ func TestExceptionFrames(t *testing.T) {
 		{"stdin read", "import sys\nsys.__stdin__.read()", "unsupported_input", "UnsupportedInput", unsupportedInput, unsupportedInput, nil},
 		{"stdin iteration", "import sys\nfor line in sys.stdin:\n    pass", "unsupported_input", "UnsupportedInput", unsupportedInput, unsupportedInput, nil},
 		{"stdin fileno", "import sys\nsys.stdin.fileno()", "error", "UnsupportedOperation",
-			"stdin is not available in the lemon python kernel", "stdin is not available in the lemon python kernel", nil},
+			"stdin is not available in the python kernel", "stdin is not available in the python kernel", nil},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -390,15 +390,15 @@ func TestThreadsAreTaggedWithTheCellThatMadeThem(t *testing.T) {
 		"def first():\n"+
 		"    go.wait()\n"+
 		"    child = threading.Thread(target=lambda: None)\n"+
-		"    tags['child of cell one'] = child._lemon_gen\n"+
+		"    tags['child of cell one'] = child._exec_gen\n"+
 		"t1 = threading.Thread(target=first)\n"+
 		"t1.start()\n"+
-		"tags['cell one'] = t1._lemon_gen\n", nil)
+		"tags['cell one'] = t1._exec_gen\n", nil)
 	res := k.eval(t, "c2", "go.set()\n"+
 		"t1.join()\n"+
 		"t2 = threading.Thread(target=lambda: None)\n"+
-		"tags['cell two'] = t2._lemon_gen\n"+
-		"tags['main'] = getattr(threading.main_thread(), '_lemon_gen', None)\n"+
+		"tags['cell two'] = t2._exec_gen\n"+
+		"tags['main'] = getattr(threading.main_thread(), '_exec_gen', None)\n"+
 		"print(sorted(tags.items()))", nil)
 	assert.Equal(t, "[('cell one', 1), ('cell two', 2), ('child of cell one', 1), ('main', None)]\n", res.stdout)
 }
@@ -433,7 +433,7 @@ func TestLateThreadOutputIsDroppedCountedAndRefusedTheBridge(t *testing.T) {
 	assert.Equal(t, late, *res.done.Dropped)
 
 	res = k.eval(t, "c3", "print(result[0])", nil)
-	assert.Equal(t, "lemon_tools bridge belongs to a finished cell\n", res.stdout)
+	assert.Equal(t, "exec_tools bridge belongs to a finished cell\n", res.stdout)
 	assert.Equal(t, 0, *res.done.Dropped, "the count is per cell")
 	assert.Empty(t, listDir(t, first.Dir))
 	assert.Empty(t, listDir(t, second.Dir))
@@ -472,7 +472,7 @@ func TestEachCellGetsAFreshBridge(t *testing.T) {
 	assert.Equal(t, "text() byte budget exceeded (80 bytes accumulated, 80 more requested, cap 100)\n", res.stdout)
 
 	res = k.eval(t, "c2", RenderScript("text('b' * 60)\n"+
-		"b = lemon_tools._BRIDGE\n"+
+		"b = exec_tools._BRIDGE\n"+
 		"print(b.dir == "+pyString(second.Dir)+", b.token, b.budget, b.gen, b.text_bytes)", tools),
 		map[string]any{"bridge": second})
 	assert.Equal(t, "True t2 100 2 80\n", res.stdout)
@@ -487,9 +487,9 @@ func TestBridgeNamesAreBoundInTheNamespace(t *testing.T) {
 	k := startKernel(t, kernelOptions{tools: allTools})
 	k.init(t)
 	b := bridge{Dir: newBridgeDir(t, "rpc-1"), Token: "t1"}
-	res := k.eval(t, "c1", "print(sorted(n for n in ('ToolError', 'read', 'grep', 'find', 'ls', 'webfetch', 'text', 'notify', 'batch', 'lemon_tools') if n in globals()))",
+	res := k.eval(t, "c1", "print(sorted(n for n in ('ToolError', 'read', 'grep', 'find', 'ls', 'webfetch', 'text', 'notify', 'batch', 'exec_tools') if n in globals()))",
 		map[string]any{"bridge": b})
-	assert.Equal(t, "['ToolError', 'batch', 'find', 'grep', 'lemon_tools', 'ls', 'notify', 'read', 'text', 'webfetch']\n", res.stdout)
+	assert.Equal(t, "['ToolError', 'batch', 'exec_tools', 'find', 'grep', 'ls', 'notify', 'read', 'text', 'webfetch']\n", res.stdout)
 }
 
 func TestACellWithoutABridgeCannotReachThePreviousOne(t *testing.T) {
@@ -499,7 +499,7 @@ func TestACellWithoutABridgeCannotReachThePreviousOne(t *testing.T) {
 	first := bridge{Dir: newBridgeDir(t, "rpc-1"), Token: "t1"}
 	k.eval(t, "c1", RenderScript("pass", tools), map[string]any{"bridge": first})
 	res := k.eval(t, "c2", RenderScript("try:\n    text('x')\nexcept ToolError as e:\n    print(e)", tools), nil)
-	assert.Equal(t, "lemon_tools is not configured for this cell\n", res.stdout)
+	assert.Equal(t, "exec_tools is not configured for this cell\n", res.stdout)
 	assert.Empty(t, listDir(t, first.Dir))
 }
 
@@ -531,7 +531,7 @@ func TestMissingShimRaisesInsideTheCell(t *testing.T) {
 	b := bridge{Dir: newBridgeDir(t, "rpc-1"), Token: "t1"}
 	exc := k.eval(t, "c1", "pass", map[string]any{"bridge": b}).exception(t)
 	assert.Equal(t, "RuntimeError", exc.Name)
-	assert.Equal(t, "lemon_tools was not staged next to the runner; helper calls are unavailable", *exc.Message)
+	assert.Equal(t, "exec_tools was not staged next to the runner; helper calls are unavailable", *exc.Message)
 }
 
 func TestShimImportWritesNoBytecode(t *testing.T) {
@@ -556,7 +556,7 @@ func TestBellsReachTheShimWhenTheyAreOpen(t *testing.T) {
 				b := bridge{Dir: newBridgeDir(t, fmt.Sprintf("rpc-%d", i)), Token: testToken}
 				host := startResponder(t, b.Dir, ring)
 				id := fmt.Sprintf("c%d", i)
-				k.startCell(t, id, RenderScript("b = lemon_tools._BRIDGE.bells\n"+
+				k.startCell(t, id, RenderScript("b = exec_tools._BRIDGE.bells\n"+
 					"print(None if b is None else (b.ring_fd, b.wake_fd), read('a.txt'))", tools), map[string]any{"bridge": b})
 				req := host.next(t)
 				assert.Equal(t, 1, req.ID, "request ids restart every cell")

@@ -58,12 +58,12 @@ text(Shout())
 func TestTextRefusesAnOverBudgetBlockAndKeepsEarlierOnes(t *testing.T) {
 	s := newStage(t, nil, 64, nil)
 	out := requireClean(t, s.run(t, `
-import json, lemon_tools
+import json, exec_tools
 text("0123456789")
 try:
     text("X" * 40)
 except ToolError as e:
-    print(json.dumps({"error": str(e), "text_bytes": lemon_tools._BRIDGE.text_bytes}))
+    print(json.dumps({"error": str(e), "text_bytes": exec_tools._BRIDGE.text_bytes}))
 `))
 	var res struct {
 		Error     string `json:"error"`
@@ -130,7 +130,7 @@ func TestTextFramesAreValidJSONAndSumToTheShimsCharge(t *testing.T) {
 		{`"\0" * 300`, strings.Repeat("\x00", 300)},
 	}
 	var script strings.Builder
-	script.WriteString("import json, lemon_tools\n")
+	script.WriteString("import json, exec_tools\n")
 	for _, c := range corpus {
 		fmt.Fprintf(&script, "text(%s)\n", c.python)
 	}
@@ -140,7 +140,7 @@ try:
     refused = False
 except ToolError:
     refused = True
-print(json.dumps({"text_bytes": lemon_tools._BRIDGE.text_bytes, "refused": refused}))
+print(json.dumps({"text_bytes": exec_tools._BRIDGE.text_bytes, "refused": refused}))
 `)
 	s := newStage(t, nil, 0, nil)
 	out := requireClean(t, s.run(t, script.String()))
@@ -191,14 +191,14 @@ func assertNoLoneSurrogateEscape(t *testing.T, body []byte) {
 func TestTextFromManyThreadsNumbersEveryBlockOnce(t *testing.T) {
 	s := newStage(t, nil, 1<<20, nil)
 	out := requireClean(t, s.run(t, `
-import json, threading, lemon_tools
+import json, threading, exec_tools
 def worker(k):
     for i in range(50):
         text("w%d-%d" % (k, i))
 threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
 for th in threads: th.start()
 for th in threads: th.join()
-print(json.dumps({"text_bytes": lemon_tools._BRIDGE.text_bytes}))
+print(json.dumps({"text_bytes": exec_tools._BRIDGE.text_bytes}))
 `))
 	var res struct {
 		TextBytes int `json:"text_bytes"`
@@ -222,17 +222,17 @@ func TestConfigureInstallsAFreshBudgetAndNumbering(t *testing.T) {
 	s := newUnconfiguredStage(t, nil, 64)
 	second := s.newRPCDir(t, "rpc-second")
 	out := requireClean(t, s.run(t, fmt.Sprintf(`
-import json, lemon_tools
-lemon_tools._configure(%q, "t1")
+import json, exec_tools
+exec_tools._configure(%q, "t1")
 text("0123456789")
 try:
     text("X" * 40)
     first_refused = False
 except ToolError:
     first_refused = True
-lemon_tools._configure(%q, "t2")
+exec_tools._configure(%q, "t2")
 text("X" * 40)
-b = lemon_tools._BRIDGE
+b = exec_tools._BRIDGE
 print(json.dumps({"first_refused": first_refused, "text_bytes": b.text_bytes, "budget": b.budget, "seq": b.seq}))
 `, s.rpc, second)))
 	var res struct {
@@ -252,11 +252,11 @@ print(json.dumps({"first_refused": first_refused, "text_bytes": b.text_bytes, "b
 func TestConfigureFallsBackToTheRenderedBudget(t *testing.T) {
 	s := newUnconfiguredStage(t, nil, 77)
 	out := requireClean(t, s.run(t, fmt.Sprintf(`
-import json, lemon_tools
+import json, exec_tools
 budgets = []
 for b in (None, 0, -1, True, 1.5, "100", 100):
-    lemon_tools._configure(%q, "t", b)
-    budgets.append(lemon_tools._BRIDGE.budget)
+    exec_tools._configure(%q, "t", b)
+    budgets.append(exec_tools._BRIDGE.budget)
 print(json.dumps(budgets))
 `, s.rpc)))
 	var budgets []any
@@ -299,7 +299,7 @@ for f in (lambda: text("a"), lambda: notify("a"), lambda: read("a"), lambda: bat
     except ToolError as e:
         print(e)
 `))
-	assert.Equal(t, strings.Repeat("lemon_tools is not configured for this cell\n", 4), out)
+	assert.Equal(t, strings.Repeat("exec_tools is not configured for this cell\n", 4), out)
 	assert.Empty(t, listDir(t, s.rpc))
 }
 
@@ -308,9 +308,9 @@ for f in (lambda: text("a"), lambda: notify("a"), lambda: read("a"), lambda: bat
 func TestFramesAreExactlyWhatJSONDumpsWrites(t *testing.T) {
 	s := newStage(t, nil, 0, nil)
 	out := requireClean(t, s.run(t, `
-import json, sys, lemon_tools
+import json, sys, exec_tools
 corpus = ["", "plain", "\0" * 5, "\ud800", "a\udc00b", "\U0001F600", "\u2028\u2029", "\x7f\x01\t\n\r\"\\/", "é" * 3, "x" * 70000]
-bad = [c for c in corpus if lemon_tools._frame("text", 7, c) != json.dumps({"n": 7, "text": c})]
+bad = [c for c in corpus if exec_tools._frame("text", 7, c) != json.dumps({"n": 7, "text": c})]
 print(len(bad))
 `))
 	assert.Equal(t, "0\n", out)

@@ -24,10 +24,10 @@ func TestThePerCallTokenIsInNoFileDescriptorOrEnvironment(t *testing.T) {
 	s := newStage(t, nil, 0, childBells)
 	bells := newBellPipes(t)
 	o := s.run(t, `
-import json, os, subprocess, sys, lemon_tools
-token = lemon_tools._BRIDGE.token.encode()
+import json, os, subprocess, sys, exec_tools
+token = exec_tools._BRIDGE.token.encode()
 found = []
-for dirpath, _, files in os.walk(os.path.dirname(os.path.abspath(lemon_tools.__file__))):
+for dirpath, _, files in os.walk(os.path.dirname(os.path.abspath(exec_tools.__file__))):
     for name in files:
         with open(os.path.join(dirpath, name), "rb") as f:
             if token in f.read():
@@ -83,7 +83,7 @@ try:
 except ToolError as e:
     print(e)
 `, r))
-	assert.Equal(t, "lemon_tools is not configured for this cell\n", out)
+	assert.Equal(t, "exec_tools is not configured for this cell\n", out)
 	assert.Empty(t, listDir(t, s.rpc))
 }
 
@@ -135,8 +135,8 @@ func TestAPlantedLinkOrFIFOAtTheResponseNameIsNotAnAnswer(t *testing.T) {
 func TestTheShimsMACsVerifyOnTheHost(t *testing.T) {
 	s := newStage(t, nil, 0, nil)
 	o := s.run(t, `
-import json, lemon_tools
-b = lemon_tools._BRIDGE
+import json, exec_tools
+b = exec_tools._BRIDGE
 for body in [b"", b"{}", "é😀".encode(), bytes(range(256)), b"x" * 100000]:
     for kind, num in [(b"req", b"1"), (b"res", b"-3"), (b"text", b"007"), (b"exception", b"")]:
         print(json.dumps([kind.decode(), num.decode(), body.hex(), b.mac(kind, num, body)]))

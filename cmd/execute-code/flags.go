@@ -6,12 +6,22 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
 
 	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/tools"
 )
+
+// errHelp is what parse returns for -h or --help: the command has printed
+// its flags on stdout and exits 0.
+var errHelp = errors.New("help requested")
+
+// cliTools are the tool names the binary has compiled in; --tools may only
+// narrow them.
+var cliTools = tools.Allowlist
 
 // common are the flags run, config (and later serve) share.
 type common struct {
@@ -28,12 +38,36 @@ func (c *common) register(fs *flag.FlagSet) {
 }
 
 // parse reads args into fs (on which c is registered) and validates the
-// common flags; the error is one line naming the bad flag.
-func (c *common) parse(fs *flag.FlagSet, args []string) error {
+// common flags; the error is one line naming the bad flag. For -h or
+// --help it prints the command's flags on stdout and returns errHelp.
+func (c *common) parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(fs, stdout)
+			return errHelp
+		}
+		return err
 	}
 	return c.validate()
+}
+
+// commandArgs are the positional arguments each command's help shows.
+var commandArgs = map[string]string{"run": " [FILE|-]"}
+
+func printHelp(fs *flag.FlagSet, stdout io.Writer) {
+	fmt.Fprintf(stdout, "usage: execute-code %s [flags]%s\n\nflags:\n", fs.Name(), commandArgs[fs.Name()])
+	fs.SetOutput(stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// exitFor gives the exit status of a parse error: 0 after help, else a
+// usage error reported by report.
+func exitFor(err error, report func(error) int) int {
+	if errors.Is(err, errHelp) {
+		return exitOK
+	}
+	return report(err)
 }
 
 // usageError reports a usage error on stderr and gives the usage exit status.
@@ -47,6 +81,13 @@ func usageError(stderr io.Writer, err error) int {
 func (c *common) validate() error {
 	if c.mode != "" && c.mode != string(config.PerCall) && c.mode != string(config.Session) {
 		return fmt.Errorf("--mode: %q is not per_call or session", c.mode)
+	}
+	if c.tools != "" {
+		for _, n := range strings.Split(c.tools, ",") {
+			if n = strings.TrimSpace(n); !slices.Contains(cliTools, n) {
+				return fmt.Errorf("--tools: %q is not a tool (have %s)", n, strings.Join(cliTools, ", "))
+			}
+		}
 	}
 	if c.root != "" {
 		fi, err := os.Stat(c.root)
@@ -78,15 +119,6 @@ func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
-}
-
-// flagError rewrites the flag package's messages into one line naming the
-// flag.
-func flagError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return errors.New("usage: see execute-code --help")
-	}
-	return err
 }
 
 // warnLogger prints configuration warnings on stderr, one line each.

@@ -33,7 +33,7 @@ time.sleep(120)
 func stagingLeft(t *testing.T, tmp string) []string {
 	t.Helper()
 	var left []string
-	roots, _ := filepath.Glob(filepath.Join(tmp, "lemon-private-*"))
+	roots, _ := filepath.Glob(filepath.Join(tmp, "execute-code-private-*"))
 	for _, root := range roots {
 		_ = filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
 			if err == nil {
@@ -167,7 +167,7 @@ func TestCleanRunThatSpilledLeavesOnlyItsSpill(t *testing.T) {
 	rel, err := filepath.Rel(tmp, res.Details.FullOutputPath)
 	require.NoError(t, err)
 	root := filepath.Dir(rel)
-	assert.Equal(t, []string{root, filepath.Join(root, ".lemon-owner"), rel}, stagingLeft(t, tmp))
+	assert.Equal(t, []string{root, filepath.Join(root, ".execute-code-owner"), rel}, stagingLeft(t, tmp))
 }
 
 // A stale root holding only its owner marker is removed by the next
@@ -181,16 +181,16 @@ func TestNextStartRemovesMarkerOnlyAndExpiredStaleRoots(t *testing.T) {
 	plant := func(name string, spill bool) {
 		root := filepath.Join(tmp, name)
 		require.NoError(t, os.Mkdir(root, 0o700))
-		require.NoError(t, os.WriteFile(filepath.Join(root, ".lemon-owner"), marker, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(root, ".execute-code-owner"), marker, 0o600))
 		if spill {
-			p := filepath.Join(root, "pi-python-repl-AAAAAAAAAA")
+			p := filepath.Join(root, "spill-AAAAAAAAAA")
 			require.NoError(t, os.WriteFile(p, []byte("old output"), 0o600))
 			old := time.Now().Add(-48 * time.Hour)
 			require.NoError(t, os.Chtimes(p, old, old))
 		}
 	}
-	plant("lemon-private-markeronly", false)
-	plant("lemon-private-expiredspl", true)
+	plant("execute-code-private-markeronly", false)
+	plant("execute-code-private-expiredspl", true)
 	require.Len(t, stagingLeft(t, tmp), 5)
 
 	cmd := exec.Command(binary, "run", "-")

@@ -25,6 +25,7 @@ const usage = `usage:
                      [--metrics-addr 127.0.0.1:PORT]
   execute-code snapshot [--config FILE]       (a fresh runtime's aggregate; with serve running use op "snapshot")
   execute-code config [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
+  execute-code COMMAND -h                     (that command's flags)
 `
 
 func main() {

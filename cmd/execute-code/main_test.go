@@ -123,6 +123,9 @@ func TestRunUsageErrorsNameTheBadInputAndExit2(t *testing.T) {
 		{"unknown flag", nil, []string{"run", "--bogus", "-"}, "bogus"},
 		{"bad mode", nil, []string{"run", "--mode", "sessions", "-"}, "--mode"},
 		{"bad timeout", nil, []string{"run", "--timeout-ms", "soon", "-"}, "--timeout-ms"},
+		{"unknown tool", nil, []string{"run", "--tools", "read,bash", "-"}, `--tools: "bash" is not a tool`},
+		{"unknown tool under serve", nil, []string{"serve", "--tools", "bash"}, `"bash"`},
+		{"unknown tool under config", nil, []string{"config", "--tools", "read,,grep"}, `--tools: "" is not a tool`},
 		{"bad approve", nil, []string{"run", "--approve", "maybe", "-"}, "--approve"},
 		{"missing root", nil, []string{"run", "--root", filepath.Join(dir, "nope"), "-"}, "--root"},
 		{"missing script file", nil, []string{"run", filepath.Join(dir, "nope.py")}, "nope.py"},
@@ -148,6 +151,29 @@ func TestRunUsageErrorsNameTheBadInputAndExit2(t *testing.T) {
 		assert.Equal(t, 2, r.code)
 		assert.Contains(t, r.stderr, "Missing required parameter: script")
 	})
+}
+
+// Every command answers -h and --help with its own flags on stdout and
+// exits 0, with nothing run.
+func TestEveryCommandPrintsItsFlagsForHelp(t *testing.T) {
+	for cmd, flags := range map[string][]string{
+		"run":      {"-timeout-ms", "-approve", "-json", "-tools", "-root", "-mode", "-config"},
+		"serve":    {"-metrics-addr", "-tools", "-root", "-mode", "-config"},
+		"snapshot": {"-config"},
+		"config":   {"-tools", "-root", "-mode", "-config"},
+	} {
+		for _, help := range []string{"--help", "-h"} {
+			t.Run(cmd+" "+help, func(t *testing.T) {
+				r := cli(t, "raise SystemExit('must not run')", nil, cmd, help)
+				require.Equal(t, 0, r.code, r.stderr)
+				assert.Empty(t, r.stderr)
+				assert.Contains(t, r.stdout, "usage: execute-code "+cmd)
+				for _, f := range flags {
+					assert.Regexp(t, `(?m)^  `+f+`( |$)`, r.stdout, "%s lists %s", cmd, f)
+				}
+			})
+		}
+	}
 }
 
 func TestRunJSONErrorIsAnObjectOnStdout(t *testing.T) {

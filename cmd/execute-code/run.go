@@ -35,8 +35,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		return exitUsage
 	}
-	if err := c.parse(fs, args); err != nil {
-		return fail(err)
+	if err := c.parse(fs, args, stdout); err != nil {
+		return exitFor(err, fail)
 	}
 	timeout := 0
 	if timeoutMS != "" {

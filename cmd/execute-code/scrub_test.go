@@ -56,10 +56,10 @@ func assertModelSeesNoSecret(t *testing.T, root, shown string, res cliResultJSON
 	for _, s := range secrets {
 		assert.NotContains(t, seen, s)
 	}
-	for _, fragment := range []string{"lemon-private", "lemon-exec-code", "lemon-pyrepl", "/rpc-"} {
+	for _, fragment := range []string{"execute-code-private", "exec-code", "python-kernel", "/rpc-"} {
 		assert.NotContains(t, seen, fragment)
 	}
-	assert.Contains(t, seen, "<workspace>/lemon_tools.py")
+	assert.Contains(t, seen, "<workspace>/exec_tools.py")
 	assert.Contains(t, seen, "<token>")
 	assert.Contains(t, seen, "notify <private-root>")
 	assert.False(t, regexp.MustCompile("[\x00-\x08\x0b-\x1f\x7f]").MatchString(res.Content[0].Text), "control bytes in the result")

@@ -317,8 +317,8 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs := newFlagSet("serve")
 	c.register(fs)
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics; ADDR is a loopback host:port (port 0 picks one)")
-	if err := c.parse(fs, args); err != nil {
-		return usageError(stderr, err)
+	if err := c.parse(fs, args, stdout); err != nil {
+		return exitFor(err, func(err error) int { return usageError(stderr, err) })
 	}
 	if err := checkLoopback(*metricsAddr); err != nil {
 		fmt.Fprintf(stderr, "execute-code: --metrics-addr: %v\n", err)

@@ -64,13 +64,13 @@ notify("b-done")
 `
 
 const attackerCell = `
-import glob, json, os, re, time, lemon_tools
-me = lemon_tools._BRIDGE
+import glob, json, os, re, time, exec_tools
+me = exec_tools._BRIDGE
 end = time.time() + 60
 while not os.path.exists("victim-ready") and time.time() < end:
     time.sleep(0.01)
 root = os.path.dirname(os.path.dirname(me.dir))
-victims = [d for d in glob.glob(os.path.join(root, "lemon-exec-code*", "rpc*")) if d != me.dir]
+victims = [d for d in glob.glob(os.path.join(root, "exec-code*", "rpc*")) if d != me.dir]
 assert len(victims) == 1, victims
 v = victims[0]
 counts = {"text": 0, "notify": 0}

@@ -107,7 +107,7 @@ func TestHostKilledWithSIGKILLLeavesNothingRunning(t *testing.T) {
 
 	// The guard removed the dead host's staging root once its processes
 	// were dead; the next host on the same TMPDIR works.
-	stale, _ := filepath.Glob(filepath.Join(tmp, "lemon-private-*"))
+	stale, _ := filepath.Glob(filepath.Join(tmp, "execute-code-private-*"))
 	assert.Empty(t, stale, "the dead host's staging root is removed by its guard")
 	next := startHost(t, tmp, nil)
 	next.send(`{"id":1,"op":"execute","script":"text('after')"}`)

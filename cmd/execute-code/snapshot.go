@@ -13,8 +13,8 @@ func cmdSnapshot(args []string, stdout, stderr io.Writer) int {
 	var c common
 	fs := newFlagSet("snapshot")
 	c.register(fs)
-	if err := c.parse(fs, args); err != nil {
-		return usageError(stderr, err)
+	if err := c.parse(fs, args, stdout); err != nil {
+		return exitFor(err, func(err error) int { return usageError(stderr, err) })
 	}
 	rt, err := newRuntime(c, warnLogger(stderr))
 	if err != nil {

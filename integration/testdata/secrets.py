@@ -4,7 +4,7 @@
 # its working directory, where the test reads it: the test cannot know
 # the paths and token in advance.
 import json, os, sys, time
-import lemon_tools as lt
+import exec_tools as lt
 
 HEAD = 1600  # 40 % of max_output_bytes = 4000: where the head is cut
 B = lt._BRIDGE
@@ -49,6 +49,6 @@ print("tail", B.token, helpers)
 try:
     read("missing-" + B.token)
 except ToolError as e:
-    # Raised from inside lemon_tools: its frames name the helpers' file.
+    # Raised from inside exec_tools: its frames name the helpers' file.
     e.args = ("; ".join(secrets) + " \x1b[31mred\x1b[0m\x07\x00\x08 bell",)
     raise

@@ -14,13 +14,13 @@ import (
 )
 
 const (
-	// RootPrefix names every private staging root: <tmp>/lemon-private-XXXXXXXXXX.
-	RootPrefix = "lemon-private"
+	// RootPrefix names every private staging root: <tmp>/execute-code-private-XXXXXXXXXX.
+	RootPrefix = "execute-code-private"
 	// MarkerName is the owner marker inside a root: "<node name>\n<pid>\n".
-	MarkerName = ".lemon-owner"
+	MarkerName = ".execute-code-owner"
 	// SpillPrefix names full-output spill files directly in a root:
-	// <root>/pi-python-repl-XXXXXXXXXX.
-	SpillPrefix = "pi-python-repl"
+	// <root>/spill-XXXXXXXXXX.
+	SpillPrefix = "spill"
 	// markerMax bounds what is read from a marker: a valid one is a host
 	// name and a pid, so anything longer is malformed, not worth reading.
 	markerMax = 4096

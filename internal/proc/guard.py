@@ -27,9 +27,9 @@ MIN_PASSES = 4  # passes made whatever the bound (a loaded machine)
 POLL = 0.001  # wait between passes while the killed are still dying
 DEAD_ROOT_LIMIT = 100000  # entry visits to clean one dead host's root
 
-ROOT_PREFIX = b"lemon-private-"
-MARKER = b".lemon-owner"
-SPILL_PREFIX = b"pi-python-repl-"
+ROOT_PREFIX = b"execute-code-private-"
+MARKER = b".execute-code-owner"
+SPILL_PREFIX = b"spill-"
 MARKER_MAX = 4096
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -283,7 +283,7 @@ def is_spill(dirfd, name):
 def remove_dead_root(root, host, limit):
     """Remove what the dead host left in root, spills excepted, and the
     root with its marker once nothing else is left. root must be a 0700
-    directory of ours named lemon-private-*, whose marker names host;
+    directory of ours named execute-code-private-*, whose marker names host;
     anything else is left untouched. Returns "gone", "kept" or "refused"."""
     base = os.path.basename(root)
     if not root.startswith(b"/") or os.path.normpath(root) != root or not base.startswith(ROOT_PREFIX):

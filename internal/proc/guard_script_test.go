@@ -30,7 +30,7 @@ func guardCall(t *testing.T, out any, expr string, args ...string) {
 }
 
 func TestGuardAcceptsOnlyWellFormedLines(t *testing.T) {
-	root := "/tmp/lemon-private-abc\nwith newline"
+	root := "/tmp/execute-code-private-abc\nwith newline"
 	rootLine := string(appendGuardRoot(nil, root))
 	for _, tc := range []struct {
 		line string
@@ -50,7 +50,7 @@ func TestGuardAcceptsOnlyWellFormedLines(t *testing.T) {
 		{"+1", nil}, // init's session is never ours
 		{"+0", nil},
 		{"+99999999999999999999", nil},
-		{"r" + hex.EncodeToString([]byte("relative/lemon-private-x")), nil},
+		{"r" + hex.EncodeToString([]byte("relative/execute-code-private-x")), nil},
 		{"r" + hex.EncodeToString([]byte("/tmp/../etc")), nil},
 		{"r" + hex.EncodeToString([]byte("/tmp/x/")), nil},
 		{"r" + hex.EncodeToString([]byte("/tmp/x\x00y")), nil},
@@ -68,8 +68,8 @@ func TestGuardAcceptsOnlyWellFormedLines(t *testing.T) {
 
 func TestGuardLinesAreWhatTheGuardReads(t *testing.T) {
 	b := appendGuardLine(appendGuardLine(nil, guardAdd, 4242), guardForget, 17)
-	b = appendGuardRoot(b, "/dev/shm/lemon-private-x")
-	assert.Equal(t, "+4242\n-17\nr"+hex.EncodeToString([]byte("/dev/shm/lemon-private-x"))+"\n", string(b))
+	b = appendGuardRoot(b, "/dev/shm/execute-code-private-x")
+	assert.Equal(t, "+4242\n-17\nr"+hex.EncodeToString([]byte("/dev/shm/execute-code-private-x"))+"\n", string(b))
 }
 
 // deadRoot plants a staging root owned by pid holding a workspace.
@@ -79,9 +79,9 @@ func deadRoot(t *testing.T, pid int) (tmp, root string) {
 	root = filepath.Join(tmp, privfs.RootPrefix+"-AAAAAAAAAA")
 	require.NoError(t, os.Mkdir(root, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(root, privfs.MarkerName), privfs.FormatMarker("node", pid), 0o600))
-	ws := filepath.Join(root, "lemon-exec-code-BBBBBBBBBB")
+	ws := filepath.Join(root, "exec-code-BBBBBBBBBB")
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, "rpc"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(ws, "lemon_tools.py"), []byte("TOKEN = 'secret'"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "exec_tools.py"), []byte("TOKEN = 'secret'"), 0o600))
 	return tmp, root
 }
 
@@ -124,7 +124,7 @@ func TestGuardKeepsSpillsAndTheMarker(t *testing.T) {
 // A FIFO planted in a dead root is unlinked, never opened.
 func TestGuardRemovesAPlantedFIFO(t *testing.T) {
 	tmp, root := deadRoot(t, 4242)
-	require.NoError(t, unix.Mkfifo(filepath.Join(root, "lemon-exec-code-BBBBBBBBBB", "rpc", "req-1.json"), 0o600))
+	require.NoError(t, unix.Mkfifo(filepath.Join(root, "exec-code-BBBBBBBBBB", "rpc", "req-1.json"), 0o600))
 	require.NoError(t, unix.Mkfifo(filepath.Join(root, privfs.SpillPrefix+"-FFFFFFFFFF"), 0o600))
 	assert.Equal(t, "gone", removeDeadRoot(t, root, 4242, 1000))
 	assert.Empty(t, dirNames(t, tmp))
@@ -135,9 +135,9 @@ func TestGuardNeverFollowsALinkInADeadRoot(t *testing.T) {
 	outside := t.TempDir()
 	victim := filepath.Join(outside, "keep.txt")
 	require.NoError(t, os.WriteFile(victim, []byte("keep"), 0o600))
-	require.NoError(t, os.Symlink(outside, filepath.Join(root, "lemon-exec-code-link")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(root, "exec-code-link")))
 	require.NoError(t, os.Symlink(victim, filepath.Join(root, privfs.SpillPrefix+"-EEEEEEEEEE")))
-	require.NoError(t, os.Symlink(outside, filepath.Join(root, "lemon-exec-code-BBBBBBBBBB", "rpc", "out")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(root, "exec-code-BBBBBBBBBB", "rpc", "out")))
 	assert.Equal(t, "gone", removeDeadRoot(t, root, 4242, 1000), "links are unlinked, so nothing is left")
 	assert.FileExists(t, victim, "a link's target is never touched")
 }
@@ -146,20 +146,20 @@ func TestGuardRefusesWhatIsNotTheDeadHostsRoot(t *testing.T) {
 	t.Run("another owner", func(t *testing.T) {
 		_, root := deadRoot(t, 4242)
 		assert.Equal(t, "refused", removeDeadRoot(t, root, 4243, 1000))
-		assert.DirExists(t, filepath.Join(root, "lemon-exec-code-BBBBBBBBBB"))
+		assert.DirExists(t, filepath.Join(root, "exec-code-BBBBBBBBBB"))
 	})
 	t.Run("a symlinked root", func(t *testing.T) {
 		_, real := deadRoot(t, 4242)
 		link := filepath.Join(t.TempDir(), privfs.RootPrefix+"-LLLLLLLLLL")
 		require.NoError(t, os.Symlink(real, link))
 		assert.Equal(t, "refused", removeDeadRoot(t, link, 4242, 1000))
-		assert.DirExists(t, filepath.Join(real, "lemon-exec-code-BBBBBBBBBB"))
+		assert.DirExists(t, filepath.Join(real, "exec-code-BBBBBBBBBB"))
 	})
 	t.Run("a loose mode", func(t *testing.T) {
 		_, root := deadRoot(t, 4242)
 		require.NoError(t, os.Chmod(root, 0o755))
 		assert.Equal(t, "refused", removeDeadRoot(t, root, 4242, 1000))
-		assert.DirExists(t, filepath.Join(root, "lemon-exec-code-BBBBBBBBBB"))
+		assert.DirExists(t, filepath.Join(root, "exec-code-BBBBBBBBBB"))
 	})
 	t.Run("a linked marker", func(t *testing.T) {
 		_, root := deadRoot(t, 4242)
@@ -168,20 +168,20 @@ func TestGuardRefusesWhatIsNotTheDeadHostsRoot(t *testing.T) {
 		require.NoError(t, os.Remove(filepath.Join(root, privfs.MarkerName)))
 		require.NoError(t, os.Symlink(other, filepath.Join(root, privfs.MarkerName)))
 		assert.Equal(t, "refused", removeDeadRoot(t, root, 4242, 1000))
-		assert.DirExists(t, filepath.Join(root, "lemon-exec-code-BBBBBBBBBB"))
+		assert.DirExists(t, filepath.Join(root, "exec-code-BBBBBBBBBB"))
 	})
 	t.Run("a FIFO for a marker", func(t *testing.T) {
 		_, root := deadRoot(t, 4242)
 		require.NoError(t, os.Remove(filepath.Join(root, privfs.MarkerName)))
 		require.NoError(t, unix.Mkfifo(filepath.Join(root, privfs.MarkerName), 0o600))
 		assert.Equal(t, "refused", removeDeadRoot(t, root, 4242, 1000), "never opened, so never blocked on")
-		assert.DirExists(t, filepath.Join(root, "lemon-exec-code-BBBBBBBBBB"))
+		assert.DirExists(t, filepath.Join(root, "exec-code-BBBBBBBBBB"))
 	})
 	t.Run("a malformed marker", func(t *testing.T) {
 		_, root := deadRoot(t, 4242)
 		require.NoError(t, os.WriteFile(filepath.Join(root, privfs.MarkerName), []byte("node\n4242\nextra\n"), 0o600))
 		assert.Equal(t, "refused", removeDeadRoot(t, root, 4242, 1000))
-		assert.DirExists(t, filepath.Join(root, "lemon-exec-code-BBBBBBBBBB"))
+		assert.DirExists(t, filepath.Join(root, "exec-code-BBBBBBBBBB"))
 	})
 	t.Run("not a staging root name", func(t *testing.T) {
 		tmp, _ := deadRoot(t, 4242)
@@ -195,7 +195,7 @@ func TestGuardRefusesWhatIsNotTheDeadHostsRoot(t *testing.T) {
 func TestGuardOutOfBudgetKeepsTheMarker(t *testing.T) {
 	_, root := deadRoot(t, 4242)
 	for i := range 50 {
-		require.NoError(t, os.WriteFile(filepath.Join(root, "lemon-exec-code-BBBBBBBBBB", "f"+strconv.Itoa(i)), nil, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "exec-code-BBBBBBBBBB", "f"+strconv.Itoa(i)), nil, 0o600))
 	}
 	assert.Equal(t, "kept", removeDeadRoot(t, root, 4242, 10))
 	assert.FileExists(t, filepath.Join(root, privfs.MarkerName))

@@ -16,10 +16,10 @@ import (
 // A run's patterns as the facade builds them: nested directories, the
 // staging root they live in, and a token.
 const (
-	tRoot  = "/dev/shm/lemon-private-AbCdEfGhIj"
-	tWS    = tRoot + "/lemon-exec-code-KlMnOpQrSt"
+	tRoot  = "/dev/shm/execute-code-private-AbCdEfGhIj"
+	tWS    = tRoot + "/exec-code-KlMnOpQrSt"
 	tRPC   = tWS + "/rpc"
-	tKern  = tRoot + "/lemon-pyrepl-UvWxYzAbCd"
+	tKern  = tRoot + "/python-kernel-UvWxYzAbCd"
 	tToken = "c0ffee-TOKEN_abcdefghijklmnopqrstuvwxyz0123"
 )
 
@@ -111,7 +111,7 @@ func streamed(t testing.TB, s *Scrubber, chunks []string) string {
 
 func TestScrubStreamReplacesPatternsSplitAtEveryBoundary(t *testing.T) {
 	s := runScrubber()
-	whole := "a€ " + tRPC + "/x " + tToken + " ✓" + tKern + "/lemon_tools.py " + tRoot + "\n"
+	whole := "a€ " + tRPC + "/x " + tToken + " ✓" + tKern + "/exec_tools.py " + tRoot + "\n"
 	want := s.String(whole)
 	require.NotContains(t, want, "lemon-")
 	for i := 0; i <= len(whole); i++ {
@@ -179,7 +179,7 @@ func TestCaptureScrubsBeforeItTruncatesOrSpills(t *testing.T) {
 			spilled, err := os.ReadFile(got.SpillPath)
 			require.NoError(t, err)
 			for what, text := range map[string]string{"text": got.Text, "spill": string(spilled)} {
-				for _, secret := range []string{tRoot, tToken, "lemon-exec", "c0ffee"} {
+				for _, secret := range []string{tRoot, tToken, "exec-code-", "c0ffee"} {
 					assert.NotContains(t, text, secret, "%s", what)
 				}
 			}
