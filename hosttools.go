@@ -76,7 +76,25 @@ func (r *Runtime) addHostTools() error {
 		}
 	}
 	r.toolsDigest = toolSetDigest(r.helpers, r.specs)
+	r.warnUnknownPolicyNames()
 	return nil
+}
+
+// warnUnknownPolicyNames logs each policy name that names no tool of this
+// runtime: the configuration keeps names a host tool could have, and only
+// here is the set of tools known. Such a name restricts nothing (and an
+// allow list of only such names allows nothing).
+func (r *Runtime) warnUnknownPolicyNames() {
+	for _, list := range []struct {
+		key   string
+		names []string
+	}{{"allow", r.cfg.Allow}, {"deny", r.cfg.Deny}, {"require_approval", r.cfg.RequireApproval}} {
+		for _, n := range list.names {
+			if _, ok := r.tools[n]; !ok && n != config.NoTools && !slices.Contains(tools.Allowlist, n) {
+				r.log.Warn().Str("key", list.key).Str("tool", n).Msg("execute_code policy names no tool of this runtime")
+			}
+		}
+	}
 }
 
 // checkedTool holds a host tool to its spec on the host side too: the

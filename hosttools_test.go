@@ -419,3 +419,24 @@ text(str((time.perf_counter() - t) / 100 * 1e6))`})
 		b.ReportMetric(measure(jsonTool, "weather('Oslo')"), "host-json-us/call")
 	}
 }
+
+// An operator's file can deny a host tool by name once the host declares
+// its tools to the loader (config.Options.HostTools); undeclared, the
+// name is an unknown one and dropped with a warning, as any typo is.
+func TestAConfigFileDeniesAHostToolTheHostDeclared(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "execute-code.toml", "[runtime.tools.execute_code]\ndeny = [\"weather\"]\n")
+	loaded, err := config.Load(config.Options{File: file, Env: []string{}, HostTools: []string{weatherSpec.Name}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"weather"}, loaded.Deny)
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			w := newWeather()
+			r, o := hostRig(t, mode, w, withCfg(func(c *config.Config) { c.Deny = loaded.Deny }))
+			res := r.run(o, "try:\n    weather('Oslo')\nexcept ToolError as e:\n    text(str(e))\n")
+			require.Len(t, res.Blocks, 1, res.Text())
+			assert.Contains(t, res.Blocks[0], "weather")
+			assert.Equal(t, 1, res.Details.RPCDenied)
+			assert.Empty(t, w.seen(), "a denied call never reaches the tool")
+		})
+	}
+}

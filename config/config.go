@@ -36,7 +36,8 @@ type Config struct {
 	MaxTextBytes      int
 	MaxParallelRPC    int
 	// Tools is the helper set in configured order, duplicates kept, every
-	// name a member of tools.Allowlist. Empty means no helpers at all.
+	// name a member of tools.Allowlist or of the Options.HostTools it was
+	// loaded with. Empty means no helpers at all.
 	Tools                   []string
 	KernelMode              Mode
 	KernelIdleTimeoutMS     int
@@ -53,8 +54,9 @@ type Config struct {
 	// Sandbox is "" (none) or "landlock".
 	Sandbox string
 	// Allow, Deny and RequireApproval are the tool policy applied to every
-	// helper call (see Policy). Each holds Allowlist members in configured
-	// order without duplicates; empty means "no such list". Allow is
+	// helper call (see Policy). Each holds Allowlist members (and the
+	// Options.HostTools it was loaded with) in configured order without
+	// duplicates; empty means "no such list". Allow is
 	// [NoTools] when it named only unknown tools: such a list allows
 	// nothing, rather than (being empty) everything.
 	Allow           []string
@@ -135,6 +137,11 @@ type Options struct {
 	// Logger receives one warning per value ignored, defaulted or clamped;
 	// nil discards them.
 	Logger *zerolog.Logger
+	// HostTools are the names of the tools the host registers with
+	// executecode.WithHostTool: the tools entry and the policy lists
+	// (allow, deny, require_approval) may name them besides the built-ins,
+	// without a warning. Naming a tool never registers it.
+	HostTools []string
 }
 
 // Timeout is TimeoutMS as a duration, saturating instead of overflowing.

@@ -107,3 +107,24 @@ func TestApprovalTimeoutDefaultsToFiveMinutes(t *testing.T) {
 	assert.Equal(t, 5*time.Minute, r.cfg.ApprovalTimeout())
 	assert.True(t, r.cfg.Policy().IsZero())
 }
+
+// The tools entry and the policy lists may name the host's own tools when
+// it says which they are; naming a host tool registers nothing.
+func TestPolicyListsNameTheHostToolsItDeclares(t *testing.T) {
+	opts := Options{Env: []string{}, Cwd: t.TempDir(), HostTools: []string{"weather"},
+		File: writeTOML(t, table(`deny = ["weather", "bash"]`+"\n"+`require_approval = ["weather"]`+"\n"+`allow = ["weather", "read"]`+"\n"+`tools = ["read", "weather"]`))}
+	r := loadOpts(t, opts)
+	require.NoError(t, r.err)
+	assert.Equal(t, []string{"weather"}, r.cfg.Deny)
+	assert.Equal(t, []string{"weather"}, r.cfg.RequireApproval)
+	assert.Equal(t, []string{"weather", "read"}, r.cfg.Allow)
+	assert.Equal(t, []string{"read", "weather"}, r.cfg.Tools)
+	assertWarnings(t, r.warnings, "deny", 1, showList([]string{"weather"}))
+
+	// Undeclared, the same file's host tool names are unknown names.
+	opts.HostTools = nil
+	r = loadOpts(t, opts)
+	require.NoError(t, r.err)
+	assert.Empty(t, r.cfg.Deny)
+	assert.Equal(t, []string{"read"}, r.cfg.Allow)
+}

@@ -111,7 +111,11 @@ func (c *common) load(log zerolog.Logger) (config.Config, error) {
 	if c.tools != "" {
 		over["tools"] = strings.Split(c.tools, ",")
 	}
-	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log})
+	var host []string
+	if c.sampleHostTool {
+		host = []string{sampleSpec.Name}
+	}
+	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log, HostTools: host})
 }
 
 // newFlagSet returns a flag set whose errors are returned, not printed.
