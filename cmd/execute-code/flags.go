@@ -83,9 +83,13 @@ func (c *common) validate() error {
 		return fmt.Errorf("--mode: %q is not per_call or session", c.mode)
 	}
 	if c.tools != "" {
+		have := cliTools
+		if c.sampleHostTool {
+			have = append(slices.Clone(cliTools), sampleSpec.Name)
+		}
 		for _, n := range strings.Split(c.tools, ",") {
-			if n = strings.TrimSpace(n); !slices.Contains(cliTools, n) {
-				return fmt.Errorf("--tools: %q is not a tool (have %s)", n, strings.Join(cliTools, ", "))
+			if n = strings.TrimSpace(n); !slices.Contains(have, n) {
+				return fmt.Errorf("--tools: %q is not a tool (have %s)", n, strings.Join(have, ", "))
 			}
 		}
 	}

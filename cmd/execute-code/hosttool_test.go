@@ -29,7 +29,16 @@ func TestRunCallsTheSampleHostToolInBothModes(t *testing.T) {
 			}
 		})
 	}
-	r := cli(t, "wordcount('x')", nil, "run", "-")
+	// --tools may name the sample tool once it is registered, and keeps it
+	// reachable beside the built-ins it narrows to.
+	r := cli(t, "text(str(wordcount('a b')['words']))\ntext(str('grep' in dir()))", nil, "run", "--sample-host-tool", "--tools", "read,wordcount", "-")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, "Script result (text()):\n2\nFalse\n")
+	r = cli(t, "text('x')", nil, "run", "--tools", "read,wordcount", "-")
+	assert.Equal(t, 2, r.code, "without the tool registered, its name is a usage error")
+	assert.Contains(t, r.stderr, `"wordcount"`)
+
+	r = cli(t, "wordcount('x')", nil, "run", "-")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stdout, "NameError: name 'wordcount' is not defined", "the tool exists only when the host registers it")
 }
