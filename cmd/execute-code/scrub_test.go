@@ -132,7 +132,7 @@ func TestRunFloodUnderAStrictFileSizeLimitLeavesACappedSpill(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, int64(10*mib), fi.Size())
 			assert.Contains(t, res.Content[0].Text,
-				fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", path, 10*mib, 24*mib))
+				fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", "<spill>/"+filepath.Base(path), 10*mib, 24*mib))
 			assert.Equal(t, []string{"done"}, res.Blocks)
 		})
 	}
@@ -161,7 +161,7 @@ func TestHostUnderItsOwnFileSizeLimitCutsTheSpill(t *testing.T) {
 			fi, err := os.Stat(path)
 			require.NoError(t, err)
 			assert.Equal(t, int64(limit), fi.Size())
-			assert.Contains(t, res.Content[0].Text, fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", path, limit, 6<<20))
+			assert.Contains(t, res.Content[0].Text, fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", "<spill>/"+filepath.Base(path), limit, 6<<20))
 			assert.Equal(t, []string{"done"}, res.Blocks)
 		})
 	}
