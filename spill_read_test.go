@@ -143,3 +143,11 @@ func TestAHugeSpillReadsWithinReadsCaps(t *testing.T) {
 	assert.Equal(t, "     1\tline 0\n     2\tline 1\n     3\tline 2\n[... 1998 more lines; use offset=4 to continue]", res.Blocks[0])
 	_ = os.Remove(host)
 }
+
+// A co-owner shares the kernel and all its state, and so its spills.
+func TestACoOwnerReadsTheSessionsSpill(t *testing.T) {
+	r := spillRig(t, config.Session)
+	ph, _ := r.spilled(r.attach("s1"))
+	res := r.run(r.coAttach("s1"), readBack(ph, "limit=1"))
+	assert.Equal(t, "     1\tline 0\n[... 1999 more lines; use offset=2 to continue]", res.Blocks[0], res.Text())
+}

@@ -166,3 +166,20 @@ func TestHostUnderItsOwnFileSizeLimitCutsTheSpill(t *testing.T) {
 		})
 	}
 }
+
+// Without --json the model's text names the spill by placeholder, and the
+// host path goes to stderr for the person at the terminal.
+func TestRunPrintsTheSpillsHostPathOnStderr(t *testing.T) {
+	for _, mode := range []string{"per_call", "session"} {
+		t.Run(mode, func(t *testing.T) {
+			r := cli(t, "for i in range(20000):\n    print('row', i)\n", nil, "run", "--mode", mode, "-")
+			require.Equal(t, 0, r.code, r.stderr)
+			m := regexp.MustCompile(`\[Full output saved to: <spill>/(spill-[A-Za-z0-9]+)\]`).FindStringSubmatch(r.stdout)
+			require.NotNil(t, m, r.stdout)
+			p := strings.TrimSpace(strings.TrimPrefix(r.stderr, "execute-code: full output saved to "))
+			assert.Equal(t, m[1], filepath.Base(p), r.stderr)
+			assert.NotContains(t, r.stdout, p)
+			assert.FileExists(t, p)
+		})
+	}
+}
