@@ -61,6 +61,12 @@ func (r *Runtime) recordSpill(f *os.File) {
 	if b.byName == nil {
 		b.byName = make(map[string]*spillEntry)
 	}
+	if _, again := b.byName[e.name]; again {
+		// A reaped spill's name came round again: the new file replaces
+		// the old record, which keeps its place in the order.
+		b.byName[e.name] = e
+		return
+	}
 	if len(b.order) >= maxSpillEntries {
 		delete(b.byName, b.order[0])
 		b.order = b.order[1:]
