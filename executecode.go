@@ -135,6 +135,10 @@ type Runtime struct {
 	attachMu sync.Mutex
 	owners   map[Scope]*Owner
 
+	// spillMu guards spillBook, the spills read() may reach by placeholder.
+	spillMu   sync.Mutex
+	spillBook spillBook
+
 	mu     sync.Mutex
 	closed bool
 	roots  roots

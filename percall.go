@@ -90,12 +90,17 @@ func (r *Runtime) effectiveTimeout(ms int) time.Duration {
 
 // innerTools is the helper map the pump may dispatch to: the reachable
 // helpers, never more.
-func (r *Runtime) innerTools() map[string]tools.Tool {
+func (r *Runtime) innerTools(owner spillOwner) map[string]tools.Tool {
 	m := make(map[string]tools.Tool, len(r.helpers))
 	for _, name := range r.helpers {
 		if t, ok := r.tools[name]; ok {
 			m[name] = t
 		}
+	}
+	if t, ok := m[tools.Read]; ok {
+		m[tools.Read] = spillReader{Tool: t, open: func(name string) (*os.File, error) {
+			return r.openSpillFor(owner, name)
+		}}
 	}
 	return m
 }
@@ -247,7 +252,7 @@ func (p perCallRunner) bridge(rn run, ws workspace, bells *bell.Pair, sc *proc.S
 		ApprovalContext: pump.ApprovalContext{Timeout: r.cfg.ApprovalTimeout(), Caller: rn.call.ApprovalTag},
 		Dir:             ws.rpc,
 		Token:           ws.token,
-		Tools:           r.innerTools(),
+		Tools:           r.innerTools(spillOwnerOf(rn)),
 		MaxCalls:        r.cfg.MaxRPCCalls,
 		MaxResultBytes:  r.cfg.MaxRPCResultBytes,
 		MaxParallel:     r.cfg.MaxParallelRPC,

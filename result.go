@@ -2,10 +2,12 @@ package executecode
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/executecode/executecode/internal/proc"
+	"github.com/executecode/executecode/tools"
 )
 
 // Trust levels of a result.
@@ -101,11 +103,14 @@ func spillOf(o proc.Output) spillNote {
 	return spillNote{path: o.SpillPath, cut: o.SpillCut, saved: o.SpillBytes, total: o.TotalBytes}
 }
 
+// marker names the spill by its placeholder path, which read() resolves
+// for the run's owner; the host path stays in Details.FullOutputPath.
 func (s spillNote) marker() string {
+	shown := tools.SpillPrefix + "/" + filepath.Base(s.path)
 	if s.cut {
-		return fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", s.path, s.saved, s.total)
+		return fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", shown, s.saved, s.total)
 	}
-	return "[Full output saved to: " + s.path + "]"
+	return "[Full output saved to: " + shown + "]"
 }
 
 // withMarker appends the spill marker to output when it was cut.

@@ -54,6 +54,9 @@ func (r *Runtime) execute(ctx context.Context, call Call, python string) (Result
 	if err != nil {
 		return errorResult(err)
 	}
+	if sp := spillOf(o.output); sp.path != "" {
+		r.bindSpill(sp.path, spillOwnerOf(rn))
+	}
 	res := r.format(o)
 	// Only the caller's ctx makes an error of a run; the runtime's own
 	// Close also ends runs as cancelled, and they are plain results.

@@ -96,7 +96,11 @@ func (r *Runtime) newSpill() (*os.File, error) {
 	// one per SpillTTL) as it spills again; the check costs a lock and a
 	// clock read.
 	root.ReapSpills(r.now())
-	return root.NewSpill()
+	f, err := root.NewSpill()
+	if err == nil {
+		r.recordSpill(f)
+	}
+	return f, err
 }
 
 // releaseSpill lets the reaper have a finished capture's spill.

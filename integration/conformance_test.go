@@ -93,7 +93,7 @@ func comparable(r executecode.Result) conformed {
 	d := r.Details
 	text := exceptionEnding(r, scriptName.Replace(r.Text()))
 	if d.FullOutputPath != "" {
-		text = strings.ReplaceAll(text, d.FullOutputPath, "<spill>")
+		text = strings.ReplaceAll(text, "<spill>/"+filepath.Base(d.FullOutputPath), "<spill>")
 	}
 	return conformed{
 		Text: text, Blocks: r.Blocks, ExitCode: d.ExitCode, Truncated: d.Truncated, Spilled: d.FullOutputPath != "",

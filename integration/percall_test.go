@@ -122,7 +122,8 @@ func TestOutputOverTheCapIsTruncatedAndSpilledPrivately(t *testing.T) {
 	assert.Contains(t, text, "HEAD-MARK")
 	assert.Contains(t, text, "TAIL-MARK")
 	assert.Regexp(t, `\n\.\.\. \[\d+ bytes truncated\] \.\.\.\n`, text)
-	assert.Contains(t, text, "[Full output saved to: "+d.FullOutputPath+"]")
+	assert.Contains(t, text, "[Full output saved to: <spill>/"+filepath.Base(d.FullOutputPath)+"]")
+	assert.NotContains(t, text, d.FullOutputPath, "the model sees the placeholder, not the host path")
 
 	fi, err := os.Lstat(d.FullOutputPath)
 	require.NoError(t, err)
@@ -404,7 +405,7 @@ func TestDefaultStagingPutsWorkspacesOnTmpfsAndSpillsOnDisk(t *testing.T) {
 		_ = os.Remove(filepath.Dir(spill))
 	})
 	assert.True(t, strings.HasPrefix(spill, filepath.Join(os.TempDir(), "execute-code-private-")), spill)
-	assert.True(t, strings.HasSuffix(res.Text(), "True\n\n\n[Full output saved to: "+spill+"]"), res.Text())
+	assert.True(t, strings.HasSuffix(res.Text(), "True\n\n\n[Full output saved to: <spill>/"+filepath.Base(spill)+"]"), res.Text())
 	after, _ := filepath.Glob("/dev/shm/execute-code-private-*")
 	assert.ElementsMatch(t, before, after, "the tmpfs root is removed on Close")
 }

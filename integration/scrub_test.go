@@ -162,7 +162,7 @@ func TestSpillFileIsCappedAndTheMarkerSaysSo(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, int64(mib), fi.Size(), "the spill holds exactly its cap of plain ASCII")
 			assert.Contains(t, res.Text(), fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]",
-				d.FullOutputPath, mib, 3*mib))
+				"<spill>/"+filepath.Base(d.FullOutputPath), mib, 3*mib))
 			assert.NotContains(t, res.Text(), "[Full output saved to:")
 			assert.Equal(t, []string{"done"}, res.Blocks)
 		})

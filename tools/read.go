@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"strings"
 )
 
 const defaultReadLimit = 2000
@@ -46,26 +49,37 @@ func (t *readTool) Execute(ctx context.Context, params map[string]any) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	tg, err := t.root.resolve(p)
-	if err != nil {
-		return Result{}, err
-	}
-	rt, err := t.root.open()
-	if err != nil {
-		return Result{}, err
-	}
-	defer rt.Close()
-	f, fi, err := openShown(rt, tg.rel, tg.shown)
+	f, fi, shown, err := t.open(ctx, p)
 	if err != nil {
 		return Result{}, err
 	}
 	defer f.Close()
 	hint := int(min(fi.Size(), maxOutputBytes))
-	text, err := readLines(ctx, f, tg.shown, offset, limit, hint)
+	text, err := readLines(ctx, f, shown, offset, limit, hint)
 	if err != nil {
 		return Result{}, err
 	}
 	return TextResult(text), nil
+}
+
+// open opens p, a path under the tool root or a spill placeholder
+// (<spill>/NAME), as a regular file; shown is how errors name it.
+func (t *readTool) open(ctx context.Context, p string) (f *os.File, fi fs.FileInfo, shown string, err error) {
+	if strings.HasPrefix(p, SpillPrefix) {
+		f, fi, err = openSpill(ctx, p)
+		return f, fi, p, err
+	}
+	tg, err := t.root.resolve(p)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	rt, err := t.root.open()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer rt.Close()
+	f, fi, err = openShown(rt, tg.rel, tg.shown)
+	return f, fi, tg.shown, err
 }
 
 // readLines renders lines offset..offset+limit-1 of r. sizeHint (the file

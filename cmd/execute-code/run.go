@@ -88,6 +88,12 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		_ = enc.Encode(res)
 	} else {
 		fmt.Fprintln(stdout, res.Text())
+		// The text names the spill by its placeholder, which only a later
+		// call of this (now finished) runtime could read: the person at
+		// the terminal gets the file itself.
+		if p := res.Details.FullOutputPath; p != "" {
+			fmt.Fprintf(stderr, "execute-code: full output saved to %s\n", p)
+		}
 	}
 	return runStatus(res)
 }

@@ -132,7 +132,7 @@ func TestRunFloodUnderAStrictFileSizeLimitLeavesACappedSpill(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, int64(10*mib), fi.Size())
 			assert.Contains(t, res.Content[0].Text,
-				fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", path, 10*mib, 24*mib))
+				fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", "<spill>/"+filepath.Base(path), 10*mib, 24*mib))
 			assert.Equal(t, []string{"done"}, res.Blocks)
 		})
 	}
@@ -161,8 +161,25 @@ func TestHostUnderItsOwnFileSizeLimitCutsTheSpill(t *testing.T) {
 			fi, err := os.Stat(path)
 			require.NoError(t, err)
 			assert.Equal(t, int64(limit), fi.Size())
-			assert.Contains(t, res.Content[0].Text, fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", path, limit, 6<<20))
+			assert.Contains(t, res.Content[0].Text, fmt.Sprintf("[Output saved to: %s (first %d of %d bytes; the rest was cut)]", "<spill>/"+filepath.Base(path), limit, 6<<20))
 			assert.Equal(t, []string{"done"}, res.Blocks)
+		})
+	}
+}
+
+// Without --json the model's text names the spill by placeholder, and the
+// host path goes to stderr for the person at the terminal.
+func TestRunPrintsTheSpillsHostPathOnStderr(t *testing.T) {
+	for _, mode := range []string{"per_call", "session"} {
+		t.Run(mode, func(t *testing.T) {
+			r := cli(t, "for i in range(20000):\n    print('row', i)\n", nil, "run", "--mode", mode, "-")
+			require.Equal(t, 0, r.code, r.stderr)
+			m := regexp.MustCompile(`\[Full output saved to: <spill>/(spill-[A-Za-z0-9]+)\]`).FindStringSubmatch(r.stdout)
+			require.NotNil(t, m, r.stdout)
+			p := strings.TrimSpace(strings.TrimPrefix(r.stderr, "execute-code: full output saved to "))
+			assert.Equal(t, m[1], filepath.Base(p), r.stderr)
+			assert.NotContains(t, r.stdout, p)
+			assert.FileExists(t, p)
 		})
 	}
 }

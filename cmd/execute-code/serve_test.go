@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -219,4 +221,26 @@ func indexOf(xs []float64, x float64) int {
 		}
 	}
 	return -1
+}
+
+// A session's later execute reads its spill back through the placeholder
+// the result named; another session cannot.
+func TestServeReadsASpillBackThroughItsPlaceholder(t *testing.T) {
+	p := startServe(t)
+	for i, s := range []string{"s1", "s2"} {
+		p.send(fmt.Sprintf(`{"id":%d,"op":"attach","session":%q,"agent":"main"}`, i+1, s))
+		assert.Equal(t, map[string]any{"id": float64(i + 1), "ok": true}, p.answer())
+	}
+	p.send(`{"id":3,"op":"execute","session":"s1","script":"for i in range(20000):\n    print('row', i)\n"}`)
+	res := p.answer()["result"].(map[string]any)
+	text := res["content"].([]any)[0].(map[string]any)["text"].(string)
+	m := regexp.MustCompile(`\[Full output saved to: (<spill>/spill-[A-Za-z0-9]+)\]`).FindStringSubmatch(text)
+	require.NotNil(t, m, text)
+	host := res["details"].(map[string]any)["full_output_path"].(string)
+	assert.NotContains(t, text, host)
+	read := fmt.Sprintf("try:\n    text(read(%q, offset=19999, limit=5))\nexcept ToolError as e:\n    text(str(e))\n", m[1])
+	p.send(mustJSON(t, map[string]any{"id": 4, "op": "execute", "session": "s1", "script": read}))
+	assert.Equal(t, []any{" 19999\trow 19998\n 20000\trow 19999"}, blocks(t, p.answer()))
+	p.send(mustJSON(t, map[string]any{"id": 5, "op": "execute", "session": "s2", "script": read}))
+	assert.Equal(t, []any{m[1] + ": not a spill file of this session"}, blocks(t, p.answer()))
 }
