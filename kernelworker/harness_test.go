@@ -39,7 +39,7 @@ type kernelHarness struct {
 
 func newKernelHarness(t testing.TB, mods ...func(*Options)) *kernelHarness {
 	t.Helper()
-	python := findPython(t)
+	python := proctest.Python(t)
 	root := filepath.Join(t.TempDir(), "execute-code-private-test")
 	require.NoError(t, os.Mkdir(root, 0o700))
 	h := &kernelHarness{

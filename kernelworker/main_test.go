@@ -2,9 +2,7 @@ package kernelworker
 
 import (
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,32 +27,4 @@ func TestMain(m *testing.M) {
 	// only one ignored.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(
 		"github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
-}
-
-// findPython walks $PATH for the first python3 that is a real binary, not
-// a version-manager shim script.
-func findPython(t testing.TB) string {
-	t.Helper()
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		if dir == "" {
-			continue
-		}
-		p := filepath.Join(dir, "python3")
-		fi, err := os.Stat(p)
-		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-			continue
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		var magic [2]byte
-		_, rerr := io.ReadFull(f, magic[:])
-		f.Close()
-		if rerr == nil && string(magic[:]) != "#!" {
-			return p
-		}
-	}
-	t.Skip("no python3 binary on PATH")
-	return ""
 }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,33 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/executecode/executecode/internal/bell"
+	"github.com/executecode/executecode/internal/proctest"
 )
-
-// findPython returns the first python3 on PATH that is a real executable,
-// not a version manager's shell shim.
-func findPython(t *testing.T) string {
-	t.Helper()
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		p := filepath.Join(dir, "python3")
-		fi, err := os.Stat(p)
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			continue
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		head := make([]byte, 2)
-		n, _ := f.Read(head)
-		f.Close()
-		if n == 2 && string(head) == "#!" {
-			continue
-		}
-		return p
-	}
-	t.Skip("no python3 executable on PATH")
-	return ""
-}
 
 // shimLike speaks the bridge protocol the way the shim does, written
 // independently with python's own hmac module: publish by temp file and
@@ -114,7 +87,7 @@ func startShimLike(ctx context.Context, t *testing.T, python string, h *harness,
 }
 
 func TestRunSpeaksTheBridgeWithARealPython(t *testing.T) {
-	python := findPython(t)
+	python := proctest.Python(t)
 	h := newHarness(t, echoTool("read"))
 	b := h.withBells()
 	h.cfg.PollInterval = time.Hour // progress only through the doorbells
@@ -168,7 +141,7 @@ print(json.dumps({"sent": sent, "used": used}))
 `
 
 func TestReadTextBlocksReturnsExactlyWhatPythonWrote(t *testing.T) {
-	python := findPython(t)
+	python := proctest.Python(t)
 	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -189,7 +162,7 @@ func TestReadTextBlocksReturnsExactlyWhatPythonWrote(t *testing.T) {
 }
 
 func TestServerSpeaksTheBridgeWithARealPython(t *testing.T) {
-	python := findPython(t)
+	python := proctest.Python(t)
 	h := newHarness(t, echoTool("read"))
 	b := h.withBells()
 	h.cfg.PollInterval = time.Hour // progress only through the doorbells

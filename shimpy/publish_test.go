@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/executecode/executecode/internal/proctest"
 	"github.com/executecode/executecode/pump"
 )
 
@@ -161,7 +162,7 @@ func TestChildOutputOrderWithoutTheShimIsTheProblemItSolves(t *testing.T) {
 	// Guard for the test above: without the shim, stdout to a pipe is
 	// block-buffered and the parent's line lands after the child's.
 	s := newStage(t, nil, 0, nil)
-	python := findPython(t)
+	python := proctest.Python(t)
 	plain := "import subprocess, sys\nprint('one')\nsubprocess.run([sys.executable, '-c', \"print('two')\"])\n"
 	require.NoError(t, os.WriteFile(filepath.Join(s.work, "plain.py"), []byte(plain), 0o600))
 	assert.Equal(t, "two\none\n", runPlain(t, python, s.work, "plain.py"))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/executecode/executecode/internal/proctest"
 	"github.com/executecode/executecode/pump"
 )
 
@@ -43,45 +43,6 @@ func tokenOf(kind, num string, body []byte, mac string) string {
 }
 
 var allTools = []string{"read", "grep", "find", "ls", "webfetch"}
-
-var (
-	pythonOnce sync.Once
-	pythonPath string
-)
-
-// findPython returns the first python3 on $PATH that is a real executable,
-// not a version-manager shim script (those start with "#!").
-func findPython(t testing.TB) string {
-	t.Helper()
-	pythonOnce.Do(func() {
-		for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-			if dir == "" {
-				continue
-			}
-			candidate := filepath.Join(dir, "python3")
-			info, err := os.Stat(candidate)
-			if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-				continue
-			}
-			head := make([]byte, 2)
-			f, err := os.Open(candidate)
-			if err != nil {
-				continue
-			}
-			n, _ := io.ReadFull(f, head)
-			_ = f.Close()
-			if n == 2 && string(head) == "#!" {
-				continue
-			}
-			pythonPath = candidate
-			return
-		}
-	})
-	if pythonPath == "" {
-		t.Skip("no python3 executable on PATH")
-	}
-	return pythonPath
-}
 
 // stage is one staged run: a workspace holding exec_tools.py and an rpc
 // directory, laid out like a per-call workspace.
@@ -155,7 +116,7 @@ type proc struct {
 // stdout and stderr merged; extra become fds 3, 4, … in the child.
 func (s *stage) start(t testing.TB, script string, extra ...*os.File) *proc {
 	t.Helper()
-	python := findPython(t)
+	python := proctest.Python(t)
 	require.NoError(t, os.WriteFile(filepath.Join(s.work, "script.py"), []byte(RenderScript(script, s.tools)), 0o600))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	cmd := exec.CommandContext(ctx, python, "-B", "-E", "-s", "script.py")

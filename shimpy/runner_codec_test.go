@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // runRunnerChecks imports the runner as a module (its start-up runs only
@@ -14,7 +16,7 @@ import (
 // script prints "ok" when every one held.
 func runRunnerChecks(t *testing.T, script string) {
 	t.Helper()
-	python := findPython(t)
+	python := proctest.Python(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, RunnerName), []byte(Runner()), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "check.py"), []byte("import runner\n"+script+"\nprint('ok')\n"), 0o600))

@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // framePrefix starts every frame the runner writes (docs/protocol.md,
@@ -75,7 +77,7 @@ type kernelOptions struct {
 
 func startKernel(t testing.TB, opts kernelOptions) *kernel {
 	t.Helper()
-	python := findPython(t)
+	python := proctest.Python(t)
 	workspace := t.TempDir()
 	require.NoError(t, os.Chmod(workspace, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(workspace, RunnerName), []byte(Runner()), 0o600))

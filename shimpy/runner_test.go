@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 const unsupportedInput = "input() is not supported: the persistent python kernel has " +
@@ -631,7 +633,7 @@ func TestAChattyThreadOfAnEarlierCellNeverReachesLaterCells(t *testing.T) {
 }
 
 func TestLosingTheControlPipeExitsSeventyFive(t *testing.T) {
-	python := findPython(t)
+	python := proctest.Python(t)
 	workspace := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(workspace, RunnerName), []byte(Runner()), 0o600))
 	inRead, inWrite, err := os.Pipe()

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/executecode/executecode/internal/privfs"
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // guardCall runs guard.py's definitions, without its main, in python3 -I
@@ -23,7 +24,7 @@ func guardCall(t *testing.T, out any, expr string, args ...string) {
 	t.Helper()
 	prog := "import json, sys\nns = {'__name__': 'guard_test'}\nexec(compile(sys.argv[1], 'guard.py', 'exec'), ns)\n" +
 		"args = sys.argv[2:]\nprint(json.dumps(eval(" + pyQuote(expr) + ", ns, {'args': args})))\n"
-	cmd := exec.Command(findPython(t), append([]string{"-I", "-S", "-c", prog, guardSource}, args...)...)
+	cmd := exec.Command(proctest.Python(t), append([]string{"-I", "-S", "-c", prog, guardSource}, args...)...)
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)
 	require.NoError(t, json.Unmarshal(b, out), "%s", b)

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 // Environment of the helper-host mode: the test binary re-executed as a
@@ -77,34 +77,6 @@ func helperHost() int {
 	return 0
 }
 
-// findPython walks $PATH for the first python3 that is a real binary, not
-// a version-manager shim script.
-func findPython(t testing.TB) string {
-	t.Helper()
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		if dir == "" {
-			continue
-		}
-		p := filepath.Join(dir, "python3")
-		fi, err := os.Stat(p)
-		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-			continue
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		var magic [2]byte
-		_, rerr := io.ReadFull(f, magic[:])
-		f.Close()
-		if rerr == nil && string(magic[:]) != "#!" {
-			return p
-		}
-	}
-	t.Skip("no python3 binary on PATH")
-	return ""
-}
-
 // syncBuffer is an Output a test can read while the reader goroutine
 // writes to it.
 type syncBuffer struct {
@@ -148,7 +120,7 @@ func newSpawner(t *testing.T) *Spawner {
 func startPython(t *testing.T, sp *Spawner, lim Limits, script string, extra ...func(*Command)) (*Process, *syncBuffer) {
 	t.Helper()
 	out := newSyncBuffer()
-	cmd := Command{Path: findPython(t), Args: []string{"-c", Bootstrap + script}, Limits: lim, Output: out}
+	cmd := Command{Path: proctest.Python(t), Args: []string{"-c", Bootstrap + script}, Limits: lim, Output: out}
 	for _, f := range extra {
 		f(&cmd)
 	}

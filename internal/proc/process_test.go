@@ -165,7 +165,7 @@ func TestFailingOutputStillDrainsThePipe(t *testing.T) {
 	sp := newSpawner(t)
 	w := &failingWriter{}
 	p, err := sp.Start(context.Background(), Command{
-		Path:   findPython(t),
+		Path:   proctest.Python(t),
 		Args:   []string{"-c", "import sys; sys.stdout.write('z' * (4 << 20))"},
 		Output: w,
 	})
@@ -184,7 +184,7 @@ func TestConcurrentStartsAllRun(t *testing.T) {
 		wg.Go(func() {
 			buf := newSyncBuffer()
 			p, err := sp.Start(context.Background(), Command{
-				Path:   findPython(t),
+				Path:   proctest.Python(t),
 				Args:   []string{"-c", "import sys; print(sys.argv[1])", strconv.Itoa(i)},
 				Output: buf,
 			})
@@ -207,18 +207,18 @@ func TestStartRefusesCancelledContextAndClosedSpawner(t *testing.T) {
 	sp := NewSpawner()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := sp.Start(ctx, Command{Path: findPython(t)})
+	_, err := sp.Start(ctx, Command{Path: proctest.Python(t)})
 	assert.ErrorIs(t, err, context.Canceled)
 
 	sp.Close()
 	sp.Close()
-	_, err = sp.Start(context.Background(), Command{Path: findPython(t)})
+	_, err = sp.Start(context.Background(), Command{Path: proctest.Python(t)})
 	assert.ErrorIs(t, err, ErrClosed)
 }
 
 func TestStartReportsMissingWorkingDirectory(t *testing.T) {
 	sp := newSpawner(t)
-	_, err := sp.Start(context.Background(), Command{Path: findPython(t), Dir: t.TempDir() + "/missing"})
+	_, err := sp.Start(context.Background(), Command{Path: proctest.Python(t), Dir: t.TempDir() + "/missing"})
 	assert.ErrorIs(t, err, syscall.ENOENT)
 }
 
@@ -226,7 +226,7 @@ func TestSpawnerCloseKillsChildrenStillAlive(t *testing.T) {
 	sp := NewSpawner()
 	out := newSyncBuffer()
 	p, err := sp.Start(context.Background(), Command{
-		Path:   findPython(t),
+		Path:   proctest.Python(t),
 		Args:   []string{"-c", "import time\nprint('ready', flush=True)\ntime.sleep(600)"},
 		Output: out,
 	})
@@ -246,7 +246,7 @@ func TestSpawnerCloseKillsChildrenStillAlive(t *testing.T) {
 // the one that moved to a group of its own.
 func TestHostDeathTakesPythonAndItsChildrenWithIt(t *testing.T) {
 	host := exec.Command(os.Args[0], "-test.run=^$")
-	host.Env = append(os.Environ(), helperHostEnv+"=1", helperPythonEnv+"="+findPython(t))
+	host.Env = append(os.Environ(), helperHostEnv+"=1", helperPythonEnv+"="+proctest.Python(t))
 	stderr := newSyncBuffer()
 	host.Stderr = stderr
 	stdout, err := host.StdoutPipe()
@@ -318,7 +318,7 @@ func TestHostDeathTakesPythonAndItsChildrenWithIt(t *testing.T) {
 // registration, Bootstrap), against the same run started directly; the
 // difference is the Spawner's cost.
 func BenchmarkStartPython(b *testing.B) {
-	py := findPython(b)
+	py := proctest.Python(b)
 	b.Run("spawner", func(b *testing.B) {
 		sp := NewSpawner()
 		defer sp.Close()

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/internal/proctest"
 )
 
 func writeScript(t *testing.T, dir, body string) string {
@@ -23,7 +25,7 @@ func TestResolvePythonChecksTheConfiguredPath(t *testing.T) {
 	require.NoError(t, os.WriteFile(plain, []byte("data"), 0o644))
 	missing := filepath.Join(dir, "missing")
 	link := filepath.Join(dir, "link")
-	require.NoError(t, os.Symlink(findPython(t), link))
+	require.NoError(t, os.Symlink(proctest.Python(t), link))
 
 	tests := []struct {
 		name, path, want string
@@ -53,7 +55,7 @@ func TestResolvePythonChecksTheConfiguredPath(t *testing.T) {
 }
 
 func TestResolvePythonSkipsShimScriptsOnPath(t *testing.T) {
-	real := findPython(t)
+	real := proctest.Python(t)
 	shims := t.TempDir()
 	// A shim that must never be chosen (nor needed) while a real
 	// interpreter follows it on PATH.
@@ -66,7 +68,7 @@ func TestResolvePythonSkipsShimScriptsOnPath(t *testing.T) {
 }
 
 func TestResolvePythonAsksAShimForItsInterpreter(t *testing.T) {
-	real := findPython(t)
+	real := proctest.Python(t)
 	shims := t.TempDir()
 	writeScript(t, shims, "#!/bin/sh\nexec '"+real+"' \"$@\"\n")
 	t.Setenv("PATH", shims)

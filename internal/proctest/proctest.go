@@ -2,7 +2,9 @@ package proctest
 
 import (
 	"bytes"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,4 +178,33 @@ func PidsIn(t testing.TB, out, label string) []int {
 		}
 	}
 	return pids
+}
+
+// Python is the first python3 on $PATH that is a real executable, not a
+// version manager's shim script (one starting with "#!"); the tests need
+// one, so none fails t.
+func Python(t testing.TB) string {
+	t.Helper()
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, "python3")
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		var magic [2]byte
+		_, rerr := io.ReadFull(f, magic[:])
+		f.Close()
+		if rerr == nil && string(magic[:]) != "#!" {
+			return p
+		}
+	}
+	t.Fatal("no python3 executable on PATH")
+	return ""
 }
