@@ -140,10 +140,6 @@ func rootName(name string) string {
 // exactly 0700, owned by this process's effective uid.
 func validateDir(path string) error { return validate(path, true) }
 
-// validateFile checks that path is a regular file (not a link), mode
-// exactly 0600, owned by this process's effective uid.
-func validateFile(path string) error { return validate(path, false) }
-
 func validate(path string, wantDir bool) error {
 	fi, err := os.Lstat(path)
 	if err != nil {

@@ -6,8 +6,8 @@ import (
 )
 
 // bridge is what every sweep of one bridge shares beyond its Config: a
-// Server makes one for its sweeps. A lone sweepOnce, recoverOnce or
-// drainNotifications runs with the zero value, which remembers nothing
+// Server makes one for its sweeps. The tests' one-shot drivers
+// (drivers_test.go) run with the zero value, which remembers nothing
 // between calls. None of it is in Config, so a caller can neither set it
 // nor see it.
 type bridge struct {

@@ -16,14 +16,6 @@ const (
 	maxNotifyBytes     = 4096
 )
 
-// drainNotifications is the notification-only pass that ends a run: it
-// consumes every notify-<n>-<mac>.json frame present and forwards the
-// authenticated ones within the run's 64-message cap. It never touches a
-// request.
-func drainNotifications(cfg Config, stats *Stats) {
-	newSweeper(cfg, bridge{}, stats).drainNotifications()
-}
-
 func (s *sweeper) drainNotifications() {
 	l, err := listDir(s.cfg.Dir)
 	if err != nil {

@@ -9,18 +9,6 @@ import (
 // a survivor is inert because its id is remembered.
 const markerDeleteAttempts = 3
 
-// recoverOnce pays each dead claim's debt exactly once (docs/protocol.md,
-// Claim markers, the ledger, and recovery): regular-file claim markers
-// first, then ledger entries, both deduplicated by the replay memory. It
-// writes answers; it never dispatches. Planted directories and symlinks at
-// marker names are ignored outright, and a regular marker charges only an id
-// this pump claimed (see recoverMarkers). recoverOnce is what a session
-// owner runs after a sweep it abandoned; sweepOnce runs the marker half
-// itself with an empty ledger.
-func recoverOnce(cfg Config, stats *Stats, ledger claimLedger) error {
-	return newSweeper(cfg, bridge{}, stats).recoverDebts(ledger)
-}
-
 func (s *sweeper) recoverDebts(ledger claimLedger) error {
 	l, err := listDir(s.cfg.Dir)
 	if err != nil {

@@ -23,14 +23,6 @@ const (
 	responseHeadLen  = len(responseHeadOpen) + macLen + len(`",`)
 )
 
-// encodeResponse renders the compact response body, authenticated with
-// token. It cannot fail: strings are escaped by hand to pure ASCII (as
-// python's json.dump does), with invalid UTF-8 replaced by U+FFFD, so the
-// shim decodes the file the same way under any locale.
-func encodeResponse(token string, id int64, ok bool, text string) []byte {
-	return encodeAnswer(token, id, ok, false, text)
-}
-
 // encodeAnswer is encodeResponse for a result that may be JSON: asJSON
 // adds "json": true, and the shim decodes the content string into python
 // values.

@@ -26,18 +26,6 @@ type claim struct {
 	claimed time.Time
 }
 
-// sweepOnce runs one sweep over cfg.Dir (docs/protocol.md, A helper call,
-// step by step): recover orphaned claim markers (with an empty ledger),
-// forward notifications, select up to MaxRequestsPerSweep requests, claim
-// them serially in ascending id order and dispatch the claims in waves,
-// answering each as it is awaited. Stats are updated in place. When ctx ends
-// mid-dispatch the sweep stops answering at once, as a killed sweep would:
-// its in-flight and pending claims are counted as errors, their markers stay
-// for recovery, and ctx's error is returned.
-func sweepOnce(ctx context.Context, cfg Config, stats *Stats) error {
-	return newSweeper(cfg, bridge{}, stats).run(ctx)
-}
-
 func (s *sweeper) run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // a killed sweep touches nothing

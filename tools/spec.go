@@ -95,15 +95,6 @@ func (s Spec) Validate() error {
 // Params validates s and returns its keyword arguments: the required
 // ones in the schema's "required" order, then the optional ones in
 // ascending order, so equal specs give equal stubs.
-// HostName reports whether name can be a host tool's name: an ASCII
-// python identifier without a leading underscore that shadows no python
-// keyword, builtin or helper of the shim. A configuration's policy lists
-// keep such names, since a host registers its tools only after the
-// configuration is loaded.
-func HostName(name string) bool {
-	return identifier(name) && !strings.HasPrefix(name, "_") && !reserved[name]
-}
-
 func (s Spec) Params() ([]Param, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w %q: %s", ErrBadSpec, s.Name, fmt.Sprintf(format, a...))

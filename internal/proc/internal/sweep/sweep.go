@@ -56,20 +56,6 @@ const minSweepPasses = 4
 // about 80 entries, examined before the next are listed.
 const dentsBuffer = 2 << 10
 
-// KillSessions kills every live process whose session is one of ids (and,
-// with groups, every one whose process group is), pass after pass until
-// a pass finds no member at all, or, once one was seen, until two passes
-// in a row find no live member and no new zombie; or until within has
-// passed (and at least minSweepPasses were made). The
-// caller must keep each id pinned while it sweeps (an unreaped zombie
-// leader does, as does any live member), so that no stranger can have
-// taken the id: only a process whose stat names the id is signalled, and
-// through a pidfd opened before that stat was read, so a pid reused in
-// between is never hit.
-func KillSessions(ids []int, groups bool, within time.Duration) SweepResult {
-	return killSessions(ids, groups, 0, within)
-}
-
 // KillSession is KillSessions for the one session of a leader forked
 // after forks0 forks had been counted (ForkCount, read before the fork):
 // its members all have pids allocated after the leader's. While fewer
