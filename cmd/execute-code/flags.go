@@ -83,10 +83,7 @@ func (c *common) validate() error {
 		return fmt.Errorf("--mode: %q is not per_call or session", c.mode)
 	}
 	if c.tools != "" {
-		have := cliTools
-		if c.sampleHostTool {
-			have = append(slices.Clone(cliTools), sampleSpec.Name)
-		}
+		have := append(slices.Clone(cliTools), c.hostTools()...)
 		for _, n := range strings.Split(c.tools, ",") {
 			if n = strings.TrimSpace(n); !slices.Contains(have, n) {
 				return fmt.Errorf("--tools: %q is not a tool (have %s)", n, strings.Join(have, ", "))
@@ -115,11 +112,7 @@ func (c *common) load(log zerolog.Logger) (config.Config, error) {
 	if c.tools != "" {
 		over["tools"] = strings.Split(c.tools, ",")
 	}
-	var host []string
-	if c.sampleHostTool {
-		host = []string{sampleSpec.Name}
-	}
-	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log, HostTools: host})
+	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log, HostTools: c.hostTools()})
 }
 
 // newFlagSet returns a flag set whose errors are returned, not printed.
@@ -132,4 +125,13 @@ func newFlagSet(name string) *flag.FlagSet {
 // warnLogger prints configuration warnings on stderr, one line each.
 func warnLogger(w io.Writer) zerolog.Logger {
 	return zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}}).Level(zerolog.WarnLevel)
+}
+
+// hostTools are the names of the host tools these flags register: what
+// --tools and the configuration may name besides the built-ins.
+func (c *common) hostTools() []string {
+	if c.sampleHostTool {
+		return []string{sampleSpec.Name}
+	}
+	return nil
 }
