@@ -4,7 +4,7 @@ BIN     := bin/execute-code
 SHARED  ?= ../shared
 PYTHON  ?= python3
 
-.PHONY: build run test unit acceptance bench fuzz lint clean
+.PHONY: build run test unit acceptance bench fuzz lint clean peers
 
 # Static (no cgo): nothing in the project needs cgo, and a static binary
 # skips the dynamic loader at every start.
@@ -19,12 +19,20 @@ run: build
 	@echo "== session: three cells on one persistent kernel, driven through serve (the third calls the sample host tool)"
 	$(BIN) serve --root . --sample-host-tool < cmd/execute-code/testdata/session.jsonl
 
-test: unit acceptance
+test: peers unit acceptance
+
+# The real MCP clients and servers the tests drive, from the npm registry
+# at the versions the lockfile pins; installed again only when it changes.
+PEERS := integration/testdata/npm
+peers: $(PEERS)/node_modules/.installed
+$(PEERS)/node_modules/.installed: $(PEERS)/package-lock.json
+	cd $(PEERS) && npm ci --no-audit --no-fund
+	touch $@
 
 # The tests run with a TMPDIR of their own that must be empty afterwards,
 # and no process that inherited it may still run: nothing a test starts,
 # files included, may outlive it. Survivors are listed, then killed.
-unit:
+unit: peers
 	$(GO) vet ./...
 	@tmp=$$(mktemp -d) && rc=0; \
 	TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m ./... || rc=1; \

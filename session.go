@@ -372,7 +372,7 @@ func (s sessionRunner) execute(ctx, cellCtx context.Context, rn run, ws workspac
 	rn.call.Queued()
 
 	var res kernelworker.CellResult
-	replied, stopped := false, endOK
+	replied, stopped, workerGone := false, endOK, false
 	select {
 	case res = <-reply:
 		replied = true
@@ -382,8 +382,12 @@ func (s sessionRunner) execute(ctx, cellCtx context.Context, rn run, ws workspac
 			stopped = endCancelled
 		case cellCtx.Err() != nil:
 			stopped = endTimeout
-		default:
+		case errors.Is(context.Cause(alloc.Lease.Context()), registry.ErrOwnerGone):
 			stopped = endOwnerGone
+		default:
+			// The worker ended on its own (its kernel died): its answer,
+			// if it gave one, says how the cell ended.
+			workerGone = true
 		}
 		if stopped != endTimeout {
 			// The worker answers once the kernel it discards is gone: no
@@ -416,6 +420,10 @@ func (s sessionRunner) execute(ctx, cellCtx context.Context, rn run, ws workspac
 	case endOwnerGone:
 		o.end, o.killedBy = endOwnerGone, KilledByOwnerGone
 	default:
+		if workerGone && !replied {
+			o.end = endCrashed
+			break
+		}
 		cellEnding(&o, res)
 	}
 	return o, replied && res.Reason == kernelworker.ReasonStartupFailed

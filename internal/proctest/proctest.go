@@ -208,3 +208,36 @@ func Python(t testing.TB) string {
 	t.Fatal("no python3 executable on PATH")
 	return ""
 }
+
+// NPMBin is the path of bin, a command of the npm package pkg that the
+// tests drive as a real peer; `make peers` installs them from the lockfile
+// in integration/testdata/npm. A missing one fails t, naming the package:
+// a test that needs a real client or server never passes without it.
+func NPMBin(t testing.TB, pkg, bin string) string {
+	t.Helper()
+	p := filepath.Join(moduleRoot(t), "integration", "testdata", "npm", "node_modules", ".bin", bin)
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		t.Fatalf("npm package %s is not installed (%s missing): run `make peers`", pkg, bin)
+	}
+	return p
+}
+
+// moduleRoot is the directory of the module's go.mod, found upwards from
+// the test's working directory (its package's directory).
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
