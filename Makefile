@@ -33,6 +33,7 @@ $(PEERS)/node_modules/.installed: $(PEERS)/package-lock.json
 # and no process that inherited it may still run: nothing a test starts,
 # files included, may outlive it. Survivors are listed, then killed.
 unit: peers
+	$(GO) mod download
 	$(GO) vet ./...
 	@tmp=$$(mktemp -d) && rc=0; \
 	TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m ./... || rc=1; \
