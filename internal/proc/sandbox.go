@@ -17,7 +17,7 @@ import (
 // the kernel lacks what the rules need, a rule could not be made, or the
 // bootstrap could not apply them. The interpreter it concerns has run no
 // code of its caller's.
-var ErrSandbox = errors.New("sandbox unavailable")
+var ErrSandbox = errors.New("execute_code sandbox unavailable")
 
 // MinLandlockABI is the lowest Landlock ABI the sandbox accepts. Version
 // 4 brings the TCP rules and version 6 the scopes that keep a script from
@@ -80,6 +80,13 @@ const (
 	accessWriteFile = llReadFile | llWriteFile | llTruncate
 )
 
+// CheckSeccomp says whether this build has the sandbox's seccomp filter
+// for the host's architecture.
+func CheckSeccomp() error {
+	_, err := seccompFilter()
+	return err
+}
+
 // LandlockABI is the running kernel's Landlock ABI version, 0 when
 // Landlock is not built in, disabled at boot or blocked (a container's
 // seccomp profile): landlock_create_ruleset(NULL, 0, VERSION) needs no
@@ -121,7 +128,8 @@ func Planned(abi int) Protections {
 // step fails, Start fails, naming the step, and the program never runs.
 type Sandbox struct {
 	// ABI is the Landlock ABI the rules are made for, normally
-	// LandlockABI(); Start refuses one below MinABI.
+	// LandlockABI(); the bootstrap refuses a kernel below it or below
+	// MinABI.
 	ABI int
 	// MinABI is the lowest kernel ABI the bootstrap accepts; 0 means
 	// MinLandlockABI.
@@ -132,8 +140,8 @@ type Sandbox struct {
 	// WriteFiles files it may read and write (/dev/null). Every path must
 	// exist when the interpreter starts, except Optional ones.
 	Read, Exec, Write, WriteFiles []string
-	// Optional are Read entries that may be missing (locale data, time
-	// zones).
+	// Optional are further read-only entries that may be missing (locale
+	// data, time zones).
 	Optional []string
 	// Home becomes HOME, and Tmp TMPDIR; both should lie in a Write
 	// directory.
@@ -221,10 +229,9 @@ func (s *Sandbox) rules() ([]sandboxRule, error) {
 // payload is the program the bootstrap runs to confine itself: the spec
 // as python literals, then sandbox.py. Paths travel as hex of their
 // bytes, so no byte of a path can end a literal.
+//
+// The ABI is checked by the bootstrap, against the kernel python runs on.
 func (s *Sandbox) payload() ([]byte, error) {
-	if s.ABI < s.minABI() {
-		return nil, fmt.Errorf("%w: kernel Landlock ABI %d, need at least %d", ErrSandbox, s.ABI, s.minABI())
-	}
 	filter, err := seccompFilter()
 	if err != nil {
 		return nil, err
