@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -256,11 +257,12 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	defer releaseBridge()
 
 	// The cell's one scrubber: its bridge and token, the kernel's
-	// workspace (where the runner and the helpers' __file__ live) and the
-	// staging root. The worker applies it to the output as it streams and
+	// workspace (where the runner and the helpers' __file__ live) and
+	// home, and the staging root. The worker applies it to the output as it streams and
 	// to the exception; the rest is rewritten in format.
 	sc := newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},
-		scrubTarget{ws.base, workspaceName}, scrubTarget{alloc.Workspace, workspaceName})
+		scrubTarget{ws.base, workspaceName}, scrubTarget{alloc.Workspace, workspaceName},
+		scrubTarget{filepath.Dir(alloc.Workspace), workspaceName})
 	srv, err := s.serve(rn, ws, alloc, sc)
 	if err != nil {
 		return notRun(rn, ReasonRPCStartFailed, "Script did not run: its helper bridge could not start ("+sc.String(err.Error())+").", true, resetPerformed), nil
