@@ -80,6 +80,9 @@ def unshare():
     if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
         raise OSError(ctypes.get_errno(), "unshare")
 check("unshare_user", unshare)
+def new_session():
+    subprocess.run([sys.executable, "-c", "pass"], start_new_session=True, check=True)
+check("new_session_child", new_session)
 def capabilities():
     libc = ctypes.CDLL(None, use_errno=True)
     header = ctypes.create_string_buffer(b"\x22\x05\x08\x20\0\0\0\0", 8)  # version 3, this process
@@ -115,6 +118,7 @@ check("child_kill_host", lambda: os.kill(P["host_pid"], 0))
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 check("child_raise_rlimit", lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard)))
 check("child_write_workspace", lambda: open(os.path.join(os.environ["HOME"], "child.txt"), "w").close())
+check("child_setsid", os.setsid)
 print(json.dumps(R))
 '''
 out = subprocess.run([sys.executable, "-c", child, json.dumps(P)], capture_output=True, text=True)

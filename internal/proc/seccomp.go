@@ -38,8 +38,10 @@ const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC
 // what Landlock does not see: changing a file's mode, owner, times or
 // extended attributes (a capability-less root still owns most of the
 // system's files), io_uring (whose operations bypass this filter), new
-// namespaces, ptrace and cross-process memory access, and setting any
-// rlimit, which python could otherwise raise back to its hard limit.
+// namespaces, ptrace and cross-process memory access, setting any
+// rlimit, which python could otherwise raise back to its hard limit, and
+// setsid, so that no descendant leaves the session the host sweeps at the
+// end of every run and kernel.
 // Another architecture's syscall numbering (a 32-bit python) kills the
 // process: its numbers would mean other syscalls.
 func seccompFilter() ([]byte, error) {

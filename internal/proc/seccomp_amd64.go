@@ -17,6 +17,7 @@ var seccompDenied = []seccompRule{
 	{unix.SYS_PROCESS_VM_READV, unix.EPERM},
 	{unix.SYS_PROCESS_VM_WRITEV, unix.EPERM},
 	{unix.SYS_PIDFD_GETFD, unix.EPERM},
+	{unix.SYS_SETSID, unix.EPERM},
 	{unix.SYS_UNSHARE, unix.EPERM},
 	{unix.SYS_SETNS, unix.EPERM},
 	{unix.SYS_CHMOD, unix.EPERM},

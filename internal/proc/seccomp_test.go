@@ -64,6 +64,8 @@ func TestTheSeccompFilterRefusesWhatLandlockDoesNotSee(t *testing.T) {
 		{"setxattr", unix.SYS_SETXATTR, nil, errnoOf(unix.EPERM)},
 		{"utimensat", unix.SYS_UTIMENSAT, nil, errnoOf(unix.EPERM)},
 		{"ptrace", unix.SYS_PTRACE, nil, errnoOf(unix.EPERM)},
+		{"setsid", unix.SYS_SETSID, nil, errnoOf(unix.EPERM)},
+		{"setpgid stays", unix.SYS_SETPGID, nil, allow},
 		{"unshare", unix.SYS_UNSHARE, []uint64{unix.CLONE_NEWUSER}, errnoOf(unix.EPERM)},
 		{"setrlimit", unix.SYS_SETRLIMIT, nil, errnoOf(unix.EACCES)},
 		{"prlimit64 set", unix.SYS_PRLIMIT64, []uint64{0, unix.RLIMIT_CPU, 0x7ffd_0000_1000, 0}, errnoOf(unix.EACCES)},
