@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 
@@ -159,17 +160,25 @@ func (s *Sandbox) minABI() int {
 // directory are its workspace's, no user site directory joins sys.path
 // (the real one is unreadable, and one made in the workspace would be
 // the script's own code), and python writes no bytecode caches into
-// directories it may not write.
+// directories it may not write. /etc/passwd is out of reach, so USER is
+// set when the environment names no user (getpass reads it first).
 func (s *Sandbox) env(env []string) []string {
 	drop := map[string]bool{"HOME": true, "TMPDIR": true, "PYTHONNOUSERSITE": true, "PYTHONDONTWRITEBYTECODE": true}
-	out := make([]string, 0, len(env)+4)
+	out := make([]string, 0, len(env)+5)
+	named := false
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
+		if k == "USER" || k == "LOGNAME" {
+			named = true
+		}
 		if !drop[k] {
 			out = append(out, kv)
 		}
 	}
 	out = append(out, "PYTHONNOUSERSITE=1", "PYTHONDONTWRITEBYTECODE=1")
+	if u, err := user.Current(); err == nil && !named {
+		out = append(out, "USER="+u.Username)
+	}
 	if s.Home != "" {
 		out = append(out, "HOME="+s.Home)
 	}
