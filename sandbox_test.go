@@ -349,22 +349,43 @@ func TestASandboxedCellCannotReadAnotherSessionsWorkspace(t *testing.T) {
 	assert.Equal(t, []string{"a secret"}, res.Blocks)
 }
 
-// The built-in helpers run in the host, so they reach what the script
-// itself may not: the tool root through read, grep and ls.
+// The helpers run in the host, so they reach what the script itself may
+// not: the tool root through read, grep and ls, and a host tool.
 func TestHelpersWorkUnderTheSandbox(t *testing.T) {
 	for _, mode := range []config.Mode{config.PerCall, config.Session} {
 		t.Run(string(mode), func(t *testing.T) {
-			r := sandboxRig(t, mode, proctest.Python(t))
+			r := sandboxRig(t, mode, proctest.Python(t), withOption(executecode.WithHostTool(weatherSpec, newWeather())))
 			var o *executecode.Owner
 			if mode == config.Session {
 				o = r.attach("s1")
 			}
-			res := r.run(o, "text(read('tool.txt'))\ntext(grep('content'))\ntext(ls('.'))")
-			require.Len(t, res.Blocks, 3, res.Text())
+			res := r.run(o, "text(read('tool.txt'))\ntext(grep('content'))\ntext(ls('.'))\ntext(weather('Oslo'))")
+			require.Len(t, res.Blocks, 4, res.Text())
 			assert.Contains(t, res.Blocks[0], "tool root content")
 			assert.Contains(t, res.Blocks[1], "tool.txt:1:tool root content")
 			assert.Contains(t, res.Blocks[2], "tool.txt")
-			assert.Equal(t, 3, res.Details.RPCCalls)
+			assert.Equal(t, "Oslo: 4 degrees (metric)", res.Blocks[3])
+			assert.Equal(t, 4, res.Details.RPCCalls)
+		})
+	}
+}
+
+// The rlimits still hold a confined interpreter: a per-call run and a
+// session cell spinning past their CPU limit are killed for it (the
+// kernel's per-cell budget is raised by the host with prlimit(2), which
+// the sandbox leaves to the host alone).
+func TestLimitsStillApplyUnderTheSandbox(t *testing.T) {
+	for _, mode := range []config.Mode{config.PerCall, config.Session} {
+		t.Run(string(mode), func(t *testing.T) {
+			r := sandboxRig(t, mode, proctest.Python(t), withCfg(func(c *config.Config) { c.CPULimitSeconds = 1 }))
+			var o *executecode.Owner
+			if mode == config.Session {
+				o = r.attach("s1")
+				res := r.run(o, "x = 1")
+				require.Empty(t, res.Details.KilledBy, res.Text())
+			}
+			res := r.run(o, "while True: pass", 20000)
+			assert.Equal(t, executecode.KilledByCPULimit, res.Details.KilledBy, res.Text())
 		})
 	}
 }
