@@ -86,7 +86,12 @@ func (r *Runtime) confine(ctx context.Context, python, write, home string) (*pro
 	read = append(read, r.sandbox.extraRead...)
 	for _, private := range r.privateDirs() {
 		for _, p := range slices.Concat(read, rs.Exec, rs.Optional) {
-			if proc.Within(private, p) {
+			// Landlock binds the resolved directory.
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				real = p
+			}
+			if proc.Within(private, real) {
 				what := "the interpreter's read set entry " + p
 				if p == r.rootDir {
 					what = "the tool root " + p

@@ -66,7 +66,9 @@ type probeAnswer struct {
 
 // readSets caches each interpreter's set, keyed by the path as given,
 // the real binary's identity (an upgrade in place changes it) and the
-// environment the probe saw (PYTHONPATH and PYTHONHOME change sys.path).
+// part of the environment that changes what python reads: PYTHON*
+// (PYTHONPATH and PYTHONHOME change sys.path), LD_* (LD_LIBRARY_PATH and
+// LD_PRELOAD change the libraries) and VIRTUAL_ENV.
 var readSets struct {
 	mu sync.Mutex
 	m  map[readSetKey]ReadSet
@@ -115,7 +117,12 @@ func readSetKeyOf(python string, env []string) (readSetKey, error) {
 	if err := syscall.Stat(real, &st); err != nil {
 		return readSetKey{}, err
 	}
-	sorted := slices.Clone(env)
+	var sorted []string
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PYTHON") || strings.HasPrefix(kv, "LD_") || strings.HasPrefix(kv, "VIRTUAL_ENV=") {
+			sorted = append(sorted, kv)
+		}
+	}
 	slices.Sort(sorted)
 	return readSetKey{
 		python: python, dev: st.Dev, ino: st.Ino, size: st.Size,
