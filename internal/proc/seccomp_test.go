@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/binary"
 	"testing"
 
@@ -85,4 +87,24 @@ func TestTheSeccompFilterRefusesWhatLandlockDoesNotSee(t *testing.T) {
 		assert.Equal(t, c.want, run(arch, c.nr, c.args...), c.name)
 	}
 	assert.Equal(t, uint32(unix.SECCOMP_RET_KILL_PROCESS), run(unix.AUDIT_ARCH_I386, unix.SYS_READ), "another architecture's numbers")
+}
+
+// The bootstrap's status line is the only word a child has on whether it
+// confined itself: whatever bytes it sends, the host either reads all of
+// the plan or an error wrapping ErrSandbox.
+func FuzzSandboxStatus(f *testing.F) {
+	f.Add([]byte("ok 7 1 1 1 1\n"))
+	f.Add([]byte("error kernel Landlock ABI 5, need at least 6\n"))
+	f.Add([]byte("ok 7 1 1 1\n"))
+	f.Add([]byte("ok 7 1 1 1 1"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := readSandboxStatus(bufio.NewReader(bytes.NewReader(b)))
+		if err != nil {
+			require.ErrorIs(t, err, ErrSandbox)
+			assert.Equal(t, Protections{}, got)
+			return
+		}
+		require.True(t, bytes.HasPrefix(b, []byte("ok ")), "%q", b)
+	})
 }
