@@ -16,6 +16,9 @@ run: build
 	@echo "== per_call: one fresh interpreter per call"
 	$(BIN) run --root . --sample-host-tool cmd/execute-code/testdata/sample.py
 	@echo
+	@echo "== per_call, sandboxed: confined to its workspace, the tool root and python's own files"
+	$(BIN) run --root . --sandbox landlock --sample-host-tool cmd/execute-code/testdata/sample.py
+	@echo
 	@echo "== session: three cells on one persistent kernel, driven through serve (the third calls the sample host tool)"
 	$(BIN) serve --root . --sample-host-tool < cmd/execute-code/testdata/session.jsonl
 

@@ -12,7 +12,11 @@
 // actor. It calls config, privatetmp, shimpy, pump, kernelworker, actors,
 // registry, approval, introspect, tools and telemetry; it never reads or writes
 // bridge files itself (the pump does) and never starts a process except
-// through kernelworker.
+// through internal/proc, directly for a per-call run or through
+// kernelworker. With sandbox = "landlock" it gives every interpreter its
+// confinement (sandbox.go: the read set, the tool root, the one
+// workspace or kernel home it may write) and fails closed with
+// ErrSandbox when one cannot be applied.
 //
 // What an embedder uses: this package (New, its options, Execute and
 // ExecuteParams, Attach, AttachCoOwner and Detach, ModelText, Snapshot, Metrics, Lifecycle,

@@ -124,12 +124,14 @@ type Runtime struct {
 	now func() time.Time
 
 	privateNets bool
+	sandbox     sandboxing
 	// helperSource is the unconfigured shim a new kernel stages; it
 	// depends only on the configuration, so it is rendered once.
 	helperSource string
 	approver     approval.Approver
 
 	spawner *proc.Spawner
+	homes   homes
 
 	// attachMu guards owners, the handle Attach returns per scope.
 	attachMu sync.Mutex
@@ -155,7 +157,11 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
-	r := &Runtime{cfg: cfg, log: zerolog.Nop(), wakeups: true, approver: denyAll,
+	sb, err := newSandboxing(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{cfg: cfg, sandbox: sb, log: zerolog.Nop(), wakeups: true, approver: denyAll,
 		journalSize: introspect.DefaultJournalSize, reapInterval: defaultReapInterval, now: time.Now}
 	for _, o := range opts {
 		o(r)
@@ -195,9 +201,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	return r, nil
 }
 
-// checkConfig refuses what the runtime would otherwise ignore. A sandbox
-// that is asked for but not applied would run scripts unconfined while the
-// operator believes they are confined, so it fails closed.
+// checkConfig refuses what the runtime would otherwise ignore.
 //
 // A Config that config.Defaults or config.Load made always passes the
 // rest; one built by hand (config.Config{}, say) is checked against the
@@ -236,8 +240,8 @@ func checkConfig(cfg config.Config) error {
 	if cfg.PythonPath != "" && !filepath.IsAbs(cfg.PythonPath) {
 		return fmt.Errorf("%w: python_path = %q, must be absolute or empty", ErrConfig, cfg.PythonPath)
 	}
-	if cfg.Sandbox != config.SandboxNone {
-		return fmt.Errorf("%w: sandbox = %q is not available in this build; scripts would run unconfined, so set sandbox = \"\" (LEMON_EXECUTE_CODE_SANDBOX)", ErrConfig, cfg.Sandbox)
+	if m := cfg.SandboxMode(); m != config.SandboxNone && m != config.SandboxLandlock {
+		return fmt.Errorf("%w: sandbox = %q, must be %q or %q", ErrConfig, cfg.Sandbox, config.SandboxNone, config.SandboxLandlock)
 	}
 	return nil
 }

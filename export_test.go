@@ -24,3 +24,12 @@ func SetClock(r *Runtime, now func() time.Time) { r.now = now }
 
 // ToolSetDigest is the tool-set digest r's kernel keys carry.
 func ToolSetDigest(r *Runtime) string { return r.toolsDigest }
+
+// RequireSandboxABI makes every interpreter of r demand Landlock ABI abi
+// of the kernel before it runs, past the check New made: a kernel older
+// than the sandbox needs, as the bootstrap meets it.
+func RequireSandboxABI(r *Runtime, abi int) { r.sandbox.minABI = abi }
+
+// AddSandboxRule gives every interpreter of r one more read-only rule,
+// which the bootstrap must apply or refuse to run.
+func AddSandboxRule(r *Runtime, path string) { r.sandbox.extraRead = append(r.sandbox.extraRead, path) }

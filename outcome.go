@@ -44,6 +44,9 @@ type outcome struct {
 	// ran isolated; neither for a per-call run.
 	cell     *cellFacts
 	fallback *fallbackFacts
+	// sandbox is what the interpreter was confined with; the zero value
+	// for one that ran unconfined or not at all.
+	sandbox proc.Protections
 }
 
 // cellFacts are what a session result says about its kernel.
@@ -103,6 +106,10 @@ func (r *Runtime) details(o outcome) *Details {
 		RPCErrors: o.stats.Errors,
 		RPCBytes:  o.stats.Bytes,
 		RPCTools:  append([]string{}, o.stats.SortedTools()...),
+	}
+	if o.sandbox.ABI > 0 {
+		st := statusOf(o.sandbox)
+		d.Sandbox = &st
 	}
 	ms := max(time.Since(o.started).Milliseconds(), 0)
 	switch {

@@ -156,6 +156,10 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 
 	proc, capture, err := p.spawn(runCtx, rn, ws, bells, sc)
 	closeToken()
+	if isSandboxError(err) {
+		// Fail closed: never run unconfined what was to be confined.
+		return outcome{}, sandboxError(err, sc.String)
+	}
 	if err != nil {
 		return outcome{}, fmt.Errorf("execute_code runner crashed: %s", sc.String(err.Error()))
 	}
@@ -173,7 +177,7 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 	stats := r.servePerCall(runCtx, p.bridge(rn, ws, bells, sc, policy, approvals), proc.Done())
 	<-proc.Done()
 
-	o := outcome{ran: true, stats: stats, scrub: sc, timeout: rn.timeout, started: rn.started,
+	o := outcome{ran: true, stats: stats, scrub: sc, timeout: rn.timeout, started: rn.started, sandbox: proc.Sandbox(),
 		blocks: pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied)}
 	exc, _ := pump.ReadException(ws.rpc, ws.token, r.bridgeDenied)
 	switch {
@@ -224,6 +228,12 @@ func (p perCallRunner) spawn(ctx context.Context, rn run, ws workspace, bells *b
 		cmd.ExtraFiles = bells.ChildFiles()
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, ws.tokenFile)
+	sb, err := r.confine(ctx, rn.python, ws.base, ws.base)
+	if err != nil {
+		r.closeCapture(capture)
+		return nil, nil, err
+	}
+	cmd.Sandbox = sb
 	proc, err := r.spawner.Start(ctx, cmd)
 	if bells != nil {
 		_ = bells.CloseChildEnds()

@@ -69,6 +69,10 @@ type Details struct {
 	Reason            Reason         `json:"reason,omitempty"`
 	RPCAccountingLoss bool           `json:"rpc_accounting_loss,omitempty"`
 	FallbackReason    FallbackReason `json:"fallback_reason,omitempty"`
+
+	// Sandbox is set when the interpreter ran confined (sandbox =
+	// "landlock"): the protections it ran under.
+	Sandbox *SandboxStatus `json:"sandbox,omitempty"`
 }
 
 const (

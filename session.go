@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,7 +15,6 @@ import (
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/introspect"
 	"github.com/executecode/executecode/kernelworker"
-	"github.com/executecode/executecode/privatetmp"
 	"github.com/executecode/executecode/pump"
 	"github.com/executecode/executecode/registry"
 	"github.com/executecode/executecode/shimpy"
@@ -177,14 +177,18 @@ func (r *Runtime) kernels() (*actors.Tree, error) {
 		Logger:         &r.log,
 	}
 	base := kernelworker.Options{
-		Spawner:      r.spawner,
-		Workspace:    r.kernelWorkspace,
-		Spill:        r.newSpill,
-		ReleaseSpill: r.releaseSpill,
+		Spawner:          r.spawner,
+		Workspace:        r.kernelWorkspace,
+		ReleaseWorkspace: r.releaseKernelWorkspace,
+		Spill:            r.newSpill,
+		ReleaseSpill:     r.releaseSpill,
 		// Like the spill opener, the cap is the runtime's, not the key's.
 		MaxSpillBytes: r.cfg.SpillLimitBytes(),
 		Telemetry:     r.bus,
 		Logger:        &r.log,
+	}
+	if r.sandbox.on {
+		base.Confine = r.confineKernel
 	}
 	tree, err := actors.Start(cfg, base, approval.Config{Approver: r.approver, Telemetry: r.bus, Logger: &r.log},
 		actors.WithIntrospection(introspect.Config{QueueCapacity: r.cfg.MaxQueuedCellsPerKernel, Journal: r.journal}))
@@ -193,14 +197,6 @@ func (r *Runtime) kernels() (*actors.Tree, error) {
 	}
 	r.tree = tree
 	return tree, nil
-}
-
-func (r *Runtime) kernelWorkspace() (string, error) {
-	rs, err := r.staging()
-	if err != nil {
-		return "", err
-	}
-	return privatetmp.ReserveDir(rs.work.Path(), "python-kernel")
 }
 
 // sessionRunner runs each call as a cell on its owner's kernel
@@ -221,6 +217,7 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 		return notRun(rn, ReasonInvalidSessionKey, "Script did not run: the session's kernel key is invalid ("+r.scrubError(err)+").", true, false), nil
 	}
 	key.ToolSet = r.toolsDigest
+	key.Sandbox = r.sandboxKey()
 	reqCtx, cancelReq := context.WithDeadline(ctx, rn.deadline)
 	defer cancelReq()
 
@@ -232,12 +229,6 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	if err != nil {
 		return outcome{}, &notStarted{step: stepReset, err: err}
 	}
-
-	ws, err := r.stageCellBridge()
-	if err != nil {
-		return outcome{}, &notStarted{step: stepBridge, err: err, resetPerformed: resetPerformed}
-	}
-	defer privatetmp.Teardown(ws.base, privatetmp.LabelCellBridge, &r.log)
 
 	// The cell's caller context: queued wait and execution end with it.
 	// The worker times the cell out at the deadline itself, queued or
@@ -257,12 +248,21 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 		_ = owner.tree.Registry.Release(relCtx, alloc.Lease)
 	}()
 
+	// The bridge lives in the kernel's home, the one place a confined
+	// kernel may write. A kernel that ended under the acquire has none.
+	ws, releaseBridge, err := r.stageCellBridge(alloc.Workspace)
+	if err != nil {
+		return outcome{}, &notStarted{step: stepBridge, err: err, resetPerformed: resetPerformed}
+	}
+	defer releaseBridge()
+
 	// The cell's one scrubber: its bridge and token, the kernel's
-	// workspace (where the runner and the helpers' __file__ live) and the
-	// staging root. The worker applies it to the output as it streams and
+	// workspace (where the runner and the helpers' __file__ live) and
+	// home, and the staging root. The worker applies it to the output as it streams and
 	// to the exception; the rest is rewritten in format.
 	sc := newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},
-		scrubTarget{ws.base, workspaceName}, scrubTarget{alloc.Workspace, workspaceName})
+		scrubTarget{ws.base, workspaceName}, scrubTarget{alloc.Workspace, workspaceName},
+		scrubTarget{filepath.Dir(alloc.Workspace), workspaceName})
 	srv, err := s.serve(rn, ws, alloc, sc)
 	if err != nil {
 		return notRun(rn, ReasonRPCStartFailed, "Script did not run: its helper bridge could not start ("+sc.String(err.Error())+").", true, resetPerformed), nil
@@ -275,6 +275,11 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 
 	o, neverReady := s.execute(ctx, cellCtx, rn, ws, alloc, sc)
 	o.cell.reused, o.cell.resetPerformed = alloc.Reused, resetPerformed
+	if o.ran {
+		// The kernel started only once it had confined itself with all of
+		// the plan (fail closed), so the plan is what is in force.
+		o.sandbox = r.sandbox.plan
+	}
 	// No helper call outlives its cell.
 	abortCtx, cancelAbort := context.WithTimeout(context.Background(), serverTimeout)
 	defer cancelAbort()
@@ -463,25 +468,6 @@ func cellEnding(o *outcome, res kernelworker.CellResult) {
 		}
 		o.end = e
 	}
-}
-
-// stageCellBridge reserves a cell's private bridge: a base directory, its
-// rpc directory and a fresh token.
-func (r *Runtime) stageCellBridge() (ws workspace, err error) {
-	rs, err := r.staging()
-	if err != nil {
-		return ws, err
-	}
-	if ws.base, err = privatetmp.ReserveDir(rs.work.Path(), "exec-code-cell"); err != nil {
-		return ws, err
-	}
-	if ws.rpc, err = privatetmp.ReserveDir(ws.base, "rpc"); err == nil {
-		ws.token, err = pump.NewToken()
-	}
-	if err != nil {
-		privatetmp.Teardown(ws.base, privatetmp.LabelCellBridge, &r.log)
-	}
-	return ws, err
 }
 
 // kernelLimits are the per-kernel rlimits: the CPU limit is a per-cell

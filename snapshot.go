@@ -35,9 +35,12 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 			ReapInterval: r.reapInterval, QueueCapacity: r.cfg.MaxQueuedCellsPerKernel,
 		})
 		s.DroppedLateOutputBytes = r.journal.DroppedLateOutputBytes()
+		s.Sandbox = r.sandbox.status()
 		return s, nil
 	}
-	return tree.Introspect.Snapshot(ctx)
+	s, err := tree.Introspect.Snapshot(ctx)
+	s.Sandbox = r.sandbox.status()
+	return s, err
 }
 
 // Lifecycle returns the most recent python_repl_lifecycle_observed

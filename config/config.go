@@ -51,7 +51,8 @@ type Config struct {
 	// MaxSpillBytes caps a run's full-output spill file; 0 means no cap of
 	// its own (see SpillLimitBytes).
 	MaxSpillBytes int64
-	// Sandbox is "" (none) or "landlock".
+	// Sandbox is "none" or "landlock" (see SandboxMode); "" in a Config
+	// built by hand means none.
 	Sandbox string
 	// Allow, Deny and RequireApproval are the tool policy applied to every
 	// helper call (see Policy). Each holds Allowlist members (and the
@@ -68,9 +69,18 @@ type Config struct {
 
 // Sandbox values.
 const (
-	SandboxNone     = ""
+	SandboxNone     = "none"
 	SandboxLandlock = "landlock"
 )
+
+// SandboxMode is c.Sandbox with "" read as none: a Config literal that
+// never set the field asks for no sandbox.
+func (c Config) SandboxMode() string {
+	if c.Sandbox == "" {
+		return SandboxNone
+	}
+	return c.Sandbox
+}
 
 // NoTools is the tools entry that stands for "no helpers": it is not a tool
 // name, so a list holding only it narrows the allowlist to nothing, and it is

@@ -13,7 +13,7 @@ const (
 	kindLimit                   // 0 = no limit, negative or malformed falls back
 	kindTools                   // helper list
 	kindMode                    // kernel_mode: the first source that sets it wins
-	kindSandbox                 // "" or "landlock"
+	kindSandbox                 // "none" or "landlock" ("" is none)
 	kindPolicy                  // allow / deny / require_approval tool lists
 )
 

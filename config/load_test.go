@@ -34,7 +34,7 @@ func TestDefaultsMatchTheSeedAndLimitRulings(t *testing.T) {
 		FsizeLimitMB:            1024,
 		NprocLimit:              0,
 		MaxSpillBytes:           1 << 30,
-		Sandbox:                 "",
+		Sandbox:                 "none",
 		Allow:                   []string{},
 		Deny:                    []string{},
 		RequireApproval:         []string{},
@@ -430,7 +430,7 @@ func TestPythonPathIsMadeAbsoluteWithoutResolvingSymlinks(t *testing.T) {
 	}
 }
 
-func TestSandboxAcceptsOnlyLandlock(t *testing.T) {
+func TestSandboxAcceptsNoneOrLandlock(t *testing.T) {
 	cases := []struct {
 		name  string
 		toml  string
@@ -438,12 +438,14 @@ func TestSandboxAcceptsOnlyLandlock(t *testing.T) {
 		want  string
 		warns int
 	}{
-		{name: "absent", want: ""},
-		{name: "empty", toml: `""`, want: ""},
+		{name: "absent", want: "none"},
+		{name: "none", toml: `"none"`, want: "none"},
+		{name: "empty is the older none", toml: `""`, want: "none"},
 		{name: "landlock", toml: `"landlock"`, want: "landlock"},
-		{name: "capitalised is none", toml: `"Landlock"`, want: "", warns: 1},
-		{name: "other is none", toml: `"seccomp"`, want: "", warns: 1},
-		{name: "env landlock beats toml none", toml: `""`, env: ptr("landlock"), want: "landlock"},
+		{name: "capitalised is none", toml: `"Landlock"`, want: "none", warns: 1},
+		{name: "other is none", toml: `"seccomp"`, want: "none", warns: 1},
+		{name: "env landlock beats toml none", toml: `"none"`, env: ptr("landlock"), want: "landlock"},
+		{name: "env none beats toml landlock", toml: `"landlock"`, env: ptr("none"), want: "none"},
 		{name: "malformed env keeps toml landlock", toml: `"landlock"`, env: ptr("landlok"), want: "landlock", warns: 1},
 	}
 	for _, tc := range cases {
@@ -502,7 +504,7 @@ sandbox = "landlock"`)
 
 	r = load(t, in{toml: file, env: env, over: over})
 	require.NoError(t, r.err)
-	assert.Equal(t, []any{3000, 3000, 3000, "/over/python3", []string{"ls"}, ""}, picks(r.cfg))
+	assert.Equal(t, []any{3000, 3000, 3000, "/over/python3", []string{"ls"}, "none"}, picks(r.cfg))
 	assert.Empty(t, r.warnings)
 }
 

@@ -121,15 +121,20 @@ func resolveMode(cs []candidate) (Mode, []issue) {
 	return PerCall, []issue{{c, "is not per_call or session"}}
 }
 
-// resolveSandbox: the first valid value wins; an invalid one falls through,
-// which can only keep a lower layer's confinement, never drop it.
+// resolveSandbox: the first valid value wins ("" is an older spelling of
+// none); an invalid one falls through, which can only keep a lower
+// layer's confinement, never drop it.
 func resolveSandbox(cs []candidate) (string, []issue) {
 	var issues []issue
 	for _, c := range cs {
-		if s, isStr := c.value.(string); isStr && (s == SandboxNone || s == SandboxLandlock) {
+		s, isStr := c.value.(string)
+		switch {
+		case isStr && s == "":
+			return SandboxNone, issues
+		case isStr && (s == SandboxNone || s == SandboxLandlock):
 			return s, issues
 		}
-		issues = append(issues, issue{c, `is not "" or landlock`})
+		issues = append(issues, issue{c, "is not none or landlock"})
 	}
 	return SandboxNone, issues
 }

@@ -383,8 +383,8 @@ func overrideProblem(k kind, v any) string {
 			return "want per_call or session"
 		}
 	case kindSandbox:
-		if s, _ := v.(string); s != SandboxNone && s != SandboxLandlock {
-			return `want "" or landlock`
+		if s, _ := v.(string); s != "" && s != SandboxNone && s != SandboxLandlock {
+			return "want none or landlock"
 		}
 	}
 	return ""

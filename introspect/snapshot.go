@@ -26,6 +26,22 @@ type Snapshot struct {
 	// DroppedLateOutputBytes totals the output that threads of earlier
 	// cells wrote during later ones, dropped as late output.
 	DroppedLateOutputBytes int64 `json:"dropped_late_output_bytes"`
+	// Sandbox is the protections every new interpreter is confined with;
+	// the zero value (all false) when the sandbox is off.
+	Sandbox Sandbox `json:"sandbox"`
+}
+
+// Sandbox is the protections an interpreter runs under: the Landlock ABI
+// its rules were made for (0: none), its filesystem confined to its
+// rules, no network (TCP by Landlock, every other socket by seccomp),
+// signals and abstract Unix sockets scoped to its own domain, and the
+// seccomp filter installed.
+type Sandbox struct {
+	ABI     int  `json:"abi"`
+	FS      bool `json:"fs"`
+	Net     bool `json:"net"`
+	Scoped  bool `json:"scoped"`
+	Seccomp bool `json:"seccomp"`
 }
 
 // Capacity counts live kernels against the strict cap.

@@ -28,10 +28,15 @@ const (
 // process, pipes and doorbells. The worker actor owns it; release frees
 // it all once the process is gone.
 type kernel struct {
-	dir   string
-	proc  *proc.Process
-	bells *bell.Pair
-	stdin *requestWriter
+	dir string
+	// releaseDir removes dir (Options.ReleaseWorkspace); nil: a bounded
+	// removal.
+	releaseDir func(string)
+	// sandbox is what the interpreter confined itself with.
+	sandbox proc.Protections
+	proc    *proc.Process
+	bells   *bell.Pair
+	stdin   *requestWriter
 	// capture is the host's copy of the read end of the pipe behind the
 	// kernel's fds 1 and 2: read only once the kernel is gone, for what
 	// its drainer had no time to turn into frames.
@@ -70,7 +75,7 @@ func Start(parent actor.SpawnerContext, opts Options) (Handle, error) {
 // boot runs the steps of Start; the first failure undoes the
 // earlier ones.
 func boot(opts Options) (k *kernel, err error) {
-	k = &kernel{booted: time.Now(), frames: newFrameSink(), stderr: proc.NewTailBuffer(stderrTailBytes)}
+	k = &kernel{booted: time.Now(), frames: newFrameSink(), stderr: proc.NewTailBuffer(stderrTailBytes), releaseDir: opts.ReleaseWorkspace}
 	defer func() {
 		if err != nil {
 			k.kill(opts.KillGrace)
@@ -109,6 +114,14 @@ func boot(opts Options) (k *kernel, err error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartupTimeout)
 	defer cancel()
+	var sandbox *proc.Sandbox
+	if opts.Confine != nil {
+		if sandbox, err = opts.Confine(ctx, opts.Interpreter, k.dir); err != nil {
+			_ = stdinR.Close()
+			_ = captureW.Close()
+			return k, fmt.Errorf("sandbox: %w", err)
+		}
+	}
 	k.proc, err = opts.Spawner.Start(ctx, proc.Command{
 		Path:       opts.Interpreter,
 		Args:       []string{"-u", filepath.Join(k.dir, runnerFile)},
@@ -118,6 +131,7 @@ func boot(opts Options) (k *kernel, err error) {
 		Output:     k.frames,
 		Stdin:      stdinR,
 		Stderr:     k.stderr,
+		Sandbox:    sandbox,
 	})
 	// The child has its copies (or never will): the host keeps only its
 	// own ends, so EOFs mean what they say.
@@ -127,6 +141,7 @@ func boot(opts Options) (k *kernel, err error) {
 	if err != nil {
 		return k, fmt.Errorf("spawn: %w", err)
 	}
+	k.sandbox = k.proc.Sandbox()
 
 	// The request channel is empty, so this write cannot block for long; the
 	// deadline only guards against the impossible.
@@ -204,7 +219,11 @@ func (k *kernel) release(logger *zerolog.Logger) {
 		k.capture = nil
 	}
 	if k.dir != "" {
-		privatetmp.Teardown(k.dir, privatetmp.LabelWorkspace, logger)
+		if k.releaseDir != nil {
+			k.releaseDir(k.dir)
+		} else {
+			privatetmp.Teardown(k.dir, privatetmp.LabelWorkspace, logger)
+		}
 		k.dir = ""
 	}
 }

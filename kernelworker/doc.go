@@ -7,7 +7,8 @@
 // Part 2): Start boots one python3 running the staged
 // runner.py in a private workspace, with requests on fd 0, the runner's
 // frames on fd 1, its start-up stderr on a pipe of its own and the
-// kernel's doorbells on fds 3 and 4, then spawns its worker actor. The
+// kernel's doorbells on fds 3 and 4, confined first by the sandbox
+// Options.Confine gives, if any, then spawns its worker actor. The
 // worker owns the process, a frame parser (internal/frame, which holds
 // the frame protocol and its fuzz targets), the FIFO of cells, each
 // cell's Capture, timer and CPU budget (prlimit before every cell), the

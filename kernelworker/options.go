@@ -1,6 +1,7 @@
 package kernelworker
 
 import (
+	"context"
 	"errors"
 	"os"
 	"time"
@@ -65,6 +66,14 @@ type Options struct {
 	Spawner *proc.Spawner
 	// Workspace reserves the kernel's private workspace directory.
 	Workspace func() (dir string, err error)
+	// ReleaseWorkspace, if set, removes the workspace once the kernel is
+	// gone, instead of a bounded removal of the directory: the host's
+	// cell bridges may live beside it and outlast the kernel.
+	ReleaseWorkspace func(dir string)
+	// Confine, if set, gives the sandbox the interpreter must confine
+	// itself with, for the kernel's workspace; nil means none. An error
+	// fails the start: a kernel to be confined never runs unconfined.
+	Confine func(ctx context.Context, interpreter, workspace string) (*proc.Sandbox, error)
 	// Spill opens a private spill file for a cell's truncated output;
 	// ReleaseSpill, if set, is told when a cell's capture is finished
 	// with it.

@@ -30,7 +30,12 @@ type Key struct {
 	// for (names and host tools' schemas): the helper names alone would
 	// let a kernel staged with one weather(city) serve a call expecting
 	// another weather(city, days). Set it after NewKey; "" is none.
-	ToolSet         string
+	ToolSet string
+	// Sandbox is the confinement the kernel runs under ("" for none, else
+	// the sandbox mode): a kernel started unconfined must never serve a
+	// call that asks for confinement, nor the other way round. Set it
+	// after NewKey.
+	Sandbox         string
 	ProtocolVersion int
 }
 
@@ -175,6 +180,10 @@ func (k Key) Digest() string {
 		// digests.
 		line("tool_set", k.ToolSet)
 	}
+	if k.Sandbox != "" {
+		// Absent when unconfined, for the same reason.
+		line("sandbox", k.Sandbox)
+	}
 	line("protocol_version", strconv.Itoa(k.ProtocolVersion))
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])
@@ -184,7 +193,7 @@ func (k Key) Digest() string {
 func (k Key) Equal(o Key) bool {
 	return k.ScopeID == o.ScopeID && k.AgentID == o.AgentID && k.Cwd == o.Cwd &&
 		k.Interpreter == o.Interpreter && k.ProtocolVersion == o.ProtocolVersion &&
-		slices.Equal(k.Helpers, o.Helpers) && k.ToolSet == o.ToolSet
+		slices.Equal(k.Helpers, o.Helpers) && k.ToolSet == o.ToolSet && k.Sandbox == o.Sandbox
 }
 
 // complete reports whether k could have come from NewKey: the registry

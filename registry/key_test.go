@@ -98,6 +98,7 @@ func TestChangingAnyKeyComponentChangesTheDigest(t *testing.T) {
 		"no help":  func(k *Key) { k.Helpers = nil },
 		"protocol": func(k *Key) { k.ProtocolVersion = 2 },
 		"tool set": func(k *Key) { k.ToolSet = "d1" },
+		"sandbox":  func(k *Key) { k.Sandbox = "landlock" },
 	}
 	for name, change := range variants {
 		t.Run(name, func(t *testing.T) {

@@ -26,6 +26,7 @@ var cliTools = tools.Allowlist
 // common are the flags run, config (and later serve) share.
 type common struct {
 	mode, configFile, root, tools string
+	sandbox                       string
 	sampleHostTool                bool
 }
 
@@ -34,6 +35,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.configFile, "config", "", "TOML config file with a [runtime.tools.execute_code] table")
 	fs.StringVar(&c.root, "root", "", "tool root and the script's working directory (default: the current directory)")
 	fs.StringVar(&c.tools, "tools", "", "comma-separated helper subset, e.g. read,grep")
+	fs.StringVar(&c.sandbox, "sandbox", "", "none, or landlock: each interpreter may write only its workspace, read only the tool root and its own files, and open no socket (default: the configured sandbox)")
 	fs.BoolVar(&c.sampleHostTool, "sample-host-tool", false, "register the sample host tool wordcount(text), which answers a dict")
 }
 
@@ -82,6 +84,9 @@ func (c *common) validate() error {
 	if c.mode != "" && c.mode != string(config.PerCall) && c.mode != string(config.Session) {
 		return fmt.Errorf("--mode: %q is not per_call or session", c.mode)
 	}
+	if c.sandbox != "" && c.sandbox != config.SandboxNone && c.sandbox != config.SandboxLandlock {
+		return fmt.Errorf("--sandbox: %q is not none or landlock", c.sandbox)
+	}
 	if c.tools != "" {
 		have := append(slices.Clone(cliTools), c.hostTools()...)
 		for _, n := range strings.Split(c.tools, ",") {
@@ -111,6 +116,9 @@ func (c *common) load(log zerolog.Logger) (config.Config, error) {
 	}
 	if c.tools != "" {
 		over["tools"] = strings.Split(c.tools, ",")
+	}
+	if c.sandbox != "" {
+		over["sandbox"] = c.sandbox
 	}
 	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log, HostTools: c.hostTools()})
 }

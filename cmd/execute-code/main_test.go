@@ -113,7 +113,6 @@ func TestRunUsageErrorsNameTheBadInputAndExit2(t *testing.T) {
 	badTOML := writeFile(t, dir, "bad.toml", "[runtime.tools.execute_code]\ntimeout_ms = [1]\n")
 	broken := writeFile(t, dir, "broken.toml", "[runtime.tools.execute_code\n")
 	off := writeFile(t, dir, "off.toml", "[runtime.tools.execute_code]\nenabled = false\n")
-	landlock := writeFile(t, dir, "landlock.toml", "[runtime.tools.execute_code]\nsandbox = \"landlock\"\n")
 	cases := []struct {
 		name string
 		env  []string
@@ -133,10 +132,9 @@ func TestRunUsageErrorsNameTheBadInputAndExit2(t *testing.T) {
 		{"unparseable TOML", nil, []string{"run", "--config", broken, "-"}, "broken.toml"},
 		{"disabled explicitly", nil, []string{"run", "--config", off, "-"}, "execute_code is disabled"},
 		{"python missing", []string{"LEMON_EXECUTE_CODE_PYTHON_PATH=/nonexistent/python3"}, []string{"run", "-"}, "python_path not found: /nonexistent/python3"},
-		// Asked for but not applied, a sandbox would run scripts unconfined.
-		{"sandbox in the file", nil, []string{"run", "--config", landlock, "-"}, `sandbox = "landlock"`},
-		{"sandbox in the env", []string{"LEMON_EXECUTE_CODE_SANDBOX=landlock"}, []string{"run", "--mode", "session", "-"}, `sandbox = "landlock"`},
-		{"sandbox under serve", []string{"LEMON_EXECUTE_CODE_SANDBOX=landlock"}, []string{"serve"}, `sandbox = "landlock"`},
+		{"bad sandbox", nil, []string{"run", "--sandbox", "docker", "-"}, `--sandbox: "docker" is not none or landlock`},
+		// A sandbox that cannot be applied fails closed, before any code.
+		{"sandbox over a root holding the staging root", nil, []string{"run", "--sandbox", "landlock", "--root", "/", "-"}, "the tool root / contains"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -69,8 +69,10 @@ me = exec_tools._BRIDGE
 end = time.time() + 60
 while not os.path.exists("victim-ready") and time.time() < end:
     time.sleep(0.01)
-root = os.path.dirname(os.path.dirname(me.dir))
-victims = [d for d in glob.glob(os.path.join(root, "exec-code*", "rpc*")) if d != me.dir]
+root = me.dir
+while not os.path.basename(root).startswith("execute-code-private-"):
+    root = os.path.dirname(root)
+victims = [d for d in glob.glob(os.path.join(root, "exec-code*", "rpc*")) + glob.glob(os.path.join(root, "python-kernel*", "exec-code*", "rpc*")) if d != me.dir]
 assert len(victims) == 1, victims
 v = victims[0]
 counts = {"text": 0, "notify": 0}

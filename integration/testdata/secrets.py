@@ -10,8 +10,12 @@ HEAD = 1600  # 40 % of max_output_bytes = 4000: where the head is cut
 B = lt._BRIDGE
 helpers = lt.__file__
 workspace = os.path.dirname(helpers)
-root = os.path.dirname(workspace)
-secrets = [B.token, B.dir, os.path.dirname(B.dir), helpers, workspace, root]
+# A kernel's workspace lies in its home, which holds its cells' bridges;
+# a per-call workspace lies in the staging root itself.
+root = workspace
+while not os.path.basename(root).startswith("execute-code-private-"):
+    root = os.path.dirname(root)
+secrets = [B.token, B.dir, os.path.dirname(B.dir), helpers, workspace, os.path.dirname(workspace), root]
 if sys.argv[0]:  # a session cell's is empty
     secrets.append(os.path.abspath(sys.argv[0]))
 secrets += [os.path.realpath(s) for s in secrets if s.startswith("/")]

@@ -1,12 +1,14 @@
 # The first act of every python3 the Spawner starts, before any user code:
 # wait until the host has set the rlimits, then finish the set-up a
-# pre-exec hook would have done. Without the variable (a program run by
-# hand) it does nothing.
+# pre-exec hook would have done, and confine this process when the host
+# asks for the sandbox. Without the variable (a program run by hand) it
+# does nothing.
 import os as _os
 _v = _os.environ.pop("EXECUTE_CODE_HANDSHAKE", None)
 if _v is not None:
     _fd, _host = (int(_x) for _x in _v.split(":"))
-    if _os.read(_fd, 1) != b"1":
+    _go = _os.read(_fd, 1)
+    if _go not in (b"1", b"S"):
         # The host failed a step and kills this process; never run on.
         _os._exit(125)
     import _signal
@@ -25,4 +27,15 @@ if _v is not None:
     if _os.getppid() != _host:
         _os.write(2, b"execute-code bootstrap: parent-check failed\n")
         _os._exit(125)
+    if _go == b"S":
+        # The sandbox program follows, its length in 8 hex digits.
+        def _take(n):
+            b = b""
+            while len(b) < n:
+                c = _os.read(_fd, n - len(b))
+                if not c:
+                    _os._exit(125)
+                b += c
+            return b
+        exec(compile(_take(int(_take(8), 16)), "<execute-code sandbox>", "exec"), {"_fd": _fd})
     _os.close(_fd)

@@ -30,9 +30,9 @@
 // then every process left in its session (one that moved to a group of
 // its own), pass after pass over /proc, before it is reaped and before
 // Done: no per-call run or kernel leaves a process behind. A descendant
-// that started a session of its own (setsid) escapes (containing it is
-// the sandbox mode's job); it can only delay the end of a run by the
-// output drain bound.
+// that started a session of its own (setsid) escapes (a confined one
+// cannot start one); it can only delay the end of a run by the output
+// drain bound.
 //
 // Listening: a per-call run's stdout and stderr share one pipe. Capture
 // sanitizes the stream, scrubs it with the run's Scrubber (host paths and
@@ -42,7 +42,14 @@
 // share one pipe too, so its cells' output is one stream, captured the
 // same way. KilledBy and LimitHeadline explain a death for the result.
 //
-// It imports only the standard library and golang.org/x/sys/unix (and
-// its own internal/sweep): no actor, no bridge, no other package of the
-// project.
+// Confining: a Command with a Sandbox has its Bootstrap confine python
+// before the program runs (Landlock rules for the workspace, the tool
+// root and the interpreter's own ReadSet, which DeriveReadSet learns from
+// the interpreter once; every capability dropped; no_new_privs; a seccomp
+// filter for what Landlock does not see), and Start fails with
+// ErrSandbox unless python reported all of it in force.
+//
+// It imports only the standard library, golang.org/x/sys/unix and
+// golang.org/x/net/bpf (and its own internal/sweep): no actor, no bridge,
+// no other package of the project.
 package proc

@@ -51,6 +51,8 @@ type Process struct {
 	done       chan struct{}
 	readerDone chan struct{}
 	errDone    chan struct{}
+	// sandbox is what the interpreter confined itself with (Command.Sandbox).
+	sandbox Protections
 
 	mu            sync.Mutex
 	reaped        bool
@@ -75,6 +77,10 @@ func newProcess(out, errOut *os.File, unguard func(pid int, swept bool)) *Proces
 
 // Pid is python's pid, which is also its process group and session id.
 func (p *Process) Pid() int { return p.pid }
+
+// Sandbox is what the interpreter confined itself with before its program
+// ran: the zero value for one started without a Command.Sandbox.
+func (p *Process) Sandbox() Protections { return p.sandbox }
 
 // Done is closed once the child is reaped, its group killed and its output
 // drained.

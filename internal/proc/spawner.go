@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -47,6 +49,10 @@ type Command struct {
 	// so Output sees only fd 1. A session kernel's fd 1 carries protocol
 	// frames that start-up noise on fd 2 must never be mixed into.
 	Stderr io.Writer
+	// Sandbox, when set, confines python before its program runs (see
+	// Sandbox); Start then returns only once python reported the
+	// confinement in force, and fails, with ErrSandbox, otherwise.
+	Sandbox *Sandbox
 }
 
 // Spawner starts every child from one OS thread that stays alive until
@@ -159,6 +165,15 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if env == nil {
 		env = os.Environ()
 	}
+	var release []byte
+	if cmd.Sandbox != nil {
+		prog, err := cmd.Sandbox.payload()
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+		}
+		env = cmd.Sandbox.env(env)
+		release = append(fmt.Appendf(nil, "S%08x", len(prog)), prog...)
+	}
 	// The handshake is the descriptor after the extra files; everything
 	// above it is closed by Bootstrap.
 	hsFD := 3 + len(cmd.ExtraFiles)
@@ -212,7 +227,10 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 		return fail(fmt.Errorf("start %s: %w", cmd.Path, r.err))
 	}
 	p.pid = r.pid
-	stepErr := s.admit(r.pid, cmd.Limits, cio.release)
+	var stepErr error
+	if stepErr = s.admit(r.pid, cmd.Limits, cio.release, release); stepErr == nil && cmd.Sandbox != nil {
+		p.sandbox, stepErr = awaitConfined(ctx, cio.release)
+	}
 	if stepErr != nil {
 		_ = unix.Kill(-r.pid, unix.SIGKILL)
 	}
@@ -234,18 +252,48 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 // before the waiter learns the pid, so the removal at the child's end
 // always follows this; without a guard a host killed with SIGKILL would
 // leave the child's children running, so a child is refused rather than
-// run unguarded.
-func (s *Spawner) admit(pid int, lim Limits, release *os.File) error {
+// run unguarded. sandbox, when not nil, is the release message that asks
+// the bootstrap to confine itself first.
+func (s *Spawner) admit(pid int, lim Limits, handshake *os.File, sandbox []byte) error {
 	if err := applyLimits(pid, lim); err != nil {
 		return err
 	}
 	if err := s.guard.add(pid); err != nil {
 		return err
 	}
-	if _, err := release.Write([]byte("1")); err != nil {
+	msg := sandbox
+	if msg == nil {
+		msg = []byte("1")
+	}
+	// The socket holds far more than a sandbox program, so the write does
+	// not wait on python; the deadline only guards against the impossible.
+	_ = handshake.SetWriteDeadline(time.Now().Add(handshakeWriteBound))
+	if _, err := handshake.Write(msg); err != nil {
 		return fmt.Errorf("handshake: %w", err)
 	}
 	return nil
+}
+
+// handshakeWriteBound bounds the release write.
+const handshakeWriteBound = 10 * time.Second
+
+// awaitConfined waits, within ctx, for the bootstrap's sandbox status on
+// the handshake and returns the protections it reports; anything but all
+// of them is an error wrapping ErrSandbox.
+func awaitConfined(ctx context.Context, handshake *os.File) (Protections, error) {
+	stop := context.AfterFunc(ctx, func() { _ = handshake.SetReadDeadline(time.Now()) })
+	defer stop()
+	got, err := readSandboxStatus(bufio.NewReader(handshake))
+	if err != nil {
+		if ctx.Err() != nil {
+			return Protections{}, fmt.Errorf("%w: no sandbox status in time: %w", ErrSandbox, ctx.Err())
+		}
+		return Protections{}, err
+	}
+	if want := Planned(got.ABI); got != want || got.ABI < MinLandlockABI {
+		return Protections{}, fmt.Errorf("%w: the interpreter reported %+v in force, not %+v", ErrSandbox, got, want)
+	}
+	return got, nil
 }
 
 // childIO is what one start opens besides the command's own files: the
@@ -256,7 +304,7 @@ func (s *Spawner) admit(pid int, lim Limits, release *os.File) error {
 // can be bounded with a read deadline.
 type childIO struct {
 	devnull, hsRead, outWrite, errWrite int
-	release                             *os.File // the handshake's write end
+	release                             *os.File // the handshake's host end
 	out, errOut                         *os.File
 }
 
@@ -271,11 +319,19 @@ func openChildIO(ownStderr bool) (_ *childIO, err error) {
 	if c.devnull, err = unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
 		return c, fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
-	var hs [2]int
-	if err = unix.Pipe2(hs[:], unix.O_CLOEXEC); err != nil {
-		return c, fmt.Errorf("handshake pipe: %w", err)
+	// A socket, not a pipe: the bootstrap answers on it when it confines
+	// itself, and no other process can open it again through /proc to
+	// release the child early.
+	hs, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return c, fmt.Errorf("handshake socket: %w", err)
 	}
-	c.hsRead, c.release = hs[0], os.NewFile(uintptr(hs[1]), "python-handshake")
+	c.hsRead = hs[0]
+	if err = unix.SetNonblock(hs[1], true); err != nil {
+		unix.Close(hs[1])
+		return c, fmt.Errorf("handshake socket: %w", err)
+	}
+	c.release = os.NewFile(uintptr(hs[1]), "python-handshake")
 	if c.out, c.outWrite, err = hostReadPipe("python-output"); err != nil {
 		return c, fmt.Errorf("output pipe: %w", err)
 	}
