@@ -59,6 +59,7 @@ acceptance: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 5 ./integration/
 	$(GO) test -run '^$$' -bench . -benchmem ./pump/ ./tools/ ./kernelworker/ ./registry/
+	$(GO) test -run '^$$' -bench MCP -benchtime 300x -count 5 ./cmd/execute-code/
 
 # Every fuzz target for FUZZTIME each; crashers land in testdata as seeds.
 FUZZTIME ?= 60s

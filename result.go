@@ -47,6 +47,14 @@ func (r Result) Text() string {
 	return b.String()
 }
 
+// Succeeded says whether the script ran and exited 0: exit_code means the
+// same in both modes (a session cell's is the code a fresh python3 would
+// have exited with), and a kill fails even a zero code.
+func (r Result) Succeeded() bool {
+	d := r.Details
+	return d != nil && d.KilledBy == "" && d.ExitCode != nil && *d.ExitCode == 0
+}
+
 // Details is the machine-readable side of a result. Optional keys are
 // omitted when they do not apply, so the key set tells the mode.
 type Details struct {

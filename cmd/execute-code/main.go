@@ -23,6 +23,8 @@ const usage = `usage:
                    [--json] [FILE|-]
   execute-code serve [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
                      [--metrics-addr 127.0.0.1:PORT]
+  execute-code mcp [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
+                   [--approve ask|allow|deny]   (execute_code as an MCP server on stdio)
   execute-code snapshot [--config FILE]       (a fresh runtime's aggregate; with serve running use op "snapshot")
   execute-code config [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
   execute-code COMMAND -h                     (that command's flags)
@@ -52,6 +54,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdRun(ctx, args[1:], stdin, stdout, stderr)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdin, stdout, stderr)
+	case "mcp":
+		return cmdMCP(ctx, args[1:], stdin, stdout, stderr)
 	case "config":
 		return cmdConfig(args[1:], stdout, stderr)
 	case "snapshot":

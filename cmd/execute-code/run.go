@@ -104,12 +104,9 @@ func stoppedByCtx(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// runStatus is 0 for a script that ran and exited 0, else 1. exit_code
-// means the same in both modes (a session cell's is the code a fresh
-// python3 would have exited with); a kill fails even a zero code.
+// runStatus is 0 for a script that ran and exited 0, else 1.
 func runStatus(res executecode.Result) int {
-	d := res.Details
-	if d == nil || d.KilledBy != "" || d.ExitCode == nil || *d.ExitCode != 0 {
+	if !res.Succeeded() {
 		return exitFailed
 	}
 	return exitOK
