@@ -12,7 +12,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/execute-code
 
 # The main job on built-in defaults: a sample script calling tools.
-run: build
+INSPECTOR := integration/testdata/npm/node_modules/@modelcontextprotocol/inspector-cli/build
+run: build peers
 	@echo "== per_call: one fresh interpreter per call"
 	$(BIN) run --root . --sample-host-tool cmd/execute-code/testdata/sample.py
 	@echo
@@ -21,6 +22,11 @@ run: build
 	@echo
 	@echo "== session: three cells on one persistent kernel, driven through serve (the third calls the sample host tool)"
 	$(BIN) serve --root . --sample-host-tool < cmd/execute-code/testdata/session.jsonl
+	@echo
+	@echo "== mcp: the MCP inspector's CLI (a client nobody here wrote) calls execute_code over MCP"
+	@# The inspector finds its own package.json from its working directory.
+	cd $(INSPECTOR) && node cli.js --cli $(CURDIR)/$(BIN) mcp --root $(CURDIR) --method tools/call \
+	  --tool-name execute_code --tool-arg "script=text(read('go.mod', limit=1))"
 
 test: peers unit acceptance
 
