@@ -229,7 +229,7 @@ func (s *server) live(ctx context.Context, helper string) (*conn, error) {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: %w: server %q was still being started when the call's deadline came", helper, ErrNoAnswer, s.cfg.Name)
+		return nil, fmt.Errorf("%s: %w: server %q was still being started again when the call's deadline came", helper, ErrNoAnswer, s.cfg.Name)
 	}
 	defer func() { <-s.sem }()
 	if s.isClosed() {
@@ -291,6 +291,14 @@ type answer struct {
 // a server that hangs, even one that stopped reading its input, costs
 // the call its deadline and no more.
 func (s *server) call(ctx context.Context, helper, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	if s.cfg.CallTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+	}
+	if ctx.Err() != nil {
+		return nil, s.noAnswer(ctx, helper, tool)
+	}
 	c, err := s.live(ctx, helper)
 	if err != nil {
 		return nil, err

@@ -40,6 +40,9 @@ type Server struct {
 	// Trusted says the server's results are the host's own: without it
 	// every result and error the server words marks the run untrusted.
 	Trusted bool
+	// CallTimeout, when set, bounds each call of the server's tools
+	// within the deadline its context already has.
+	CallTimeout time.Duration
 }
 
 // Options are what Start needs of the runtime.

@@ -3,7 +3,7 @@
 // in words, take schemas a keyword argument cannot stand for). A test
 // binary becomes that server when it is started with Env set: its
 // TestMain calls MaybeServe first, and Command gives the command line
-// that starts it. Only tests import it.
+// that starts it. Only tests import it; it has no compatibility promise.
 package mcptest
 
 import (
@@ -72,7 +72,11 @@ const Weird = `{"type":"object","required":["from","a-b"],"properties":{
 //	image()           one image block and one text block
 //	hang()            never answers, whatever it is told
 //	die()             kills its own process mid-call
+//
+// hang and die are for the server as a process (Command): in a test's own
+// process one would leak a goroutine and the other kill the test.
 //	dup-name, dup_name  two names one identifier stands for
+//	name              its own name, as they do
 //	pid()             the server's pid
 func NewServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1"}, nil)
@@ -138,7 +142,7 @@ func NewServer() *mcp.Server {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		})
-	for _, n := range []string{"dup-name", "dup_name"} {
+	for _, n := range []string{"dup-name", "dup_name", "name"} {
 		add(n, "Say its own name.", `{"type":"object","properties":{}}`,
 			func(context.Context, map[string]any) (*mcp.CallToolResult, error) { return text(n), nil })
 	}
