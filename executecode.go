@@ -114,8 +114,8 @@ type Runtime struct {
 	mcp        *mcpsource.Source
 	mcpTools   map[string]bool
 	startCtx   context.Context
-	tmpDir      string
-	wakeups     bool
+	tmpDir     string
+	wakeups    bool
 
 	// bus is the runtime's own event bus: every emitter of the runtime
 	// emits here, and the journal, the metrics and the host's bus

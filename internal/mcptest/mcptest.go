@@ -75,6 +75,7 @@ const Weird = `{"type":"object","required":["from","a-b"],"properties":{
 //
 // hang and die are for the server as a process (Command): in a test's own
 // process one would leak a goroutine and the other kill the test.
+//
 //	dup-name, dup_name  two names one identifier stands for
 //	name              its own name, as they do
 //	pid()             the server's pid
