@@ -72,13 +72,12 @@ const Weird = `{"type":"object","required":["from","a-b"],"properties":{
 //	image()           one image block and one text block
 //	hang()            never answers, whatever it is told
 //	die()             kills its own process mid-call
-//
-// hang and die are for the server as a process (Command): in a test's own
-// process one would leak a goroutine and the other kill the test.
-//
 //	dup-name, dup_name  two names one identifier stands for
 //	name              its own name, as they do
 //	pid()             the server's pid
+//
+// hang and die are for the server as a process (Command): in a test's own
+// process one would leak a goroutine and the other kill the test.
 func NewServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1"}, nil)
 	add := func(name, desc, schema string, h func(context.Context, map[string]any) (*mcp.CallToolResult, error)) {
