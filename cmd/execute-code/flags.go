@@ -27,6 +27,7 @@ var cliTools = tools.Allowlist
 type common struct {
 	mode, configFile, root, tools string
 	sampleHostTool                bool
+	mcp                           mcpFlags
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -35,6 +36,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.root, "root", "", "tool root and the script's working directory (default: the current directory)")
 	fs.StringVar(&c.tools, "tools", "", "comma-separated helper subset, e.g. read,grep")
 	fs.BoolVar(&c.sampleHostTool, "sample-host-tool", false, "register the sample host tool wordcount(text), which answers a dict")
+	c.mcp.register(fs.Func)
 }
 
 // parse reads args into fs (on which c is registered) and validates the
@@ -82,10 +84,14 @@ func (c *common) validate() error {
 	if c.mode != "" && c.mode != string(config.PerCall) && c.mode != string(config.Session) {
 		return fmt.Errorf("--mode: %q is not per_call or session", c.mode)
 	}
+	if err := c.mcp.parse(); err != nil {
+		return err
+	}
 	if c.tools != "" {
 		have := append(slices.Clone(cliTools), c.hostTools()...)
 		for _, n := range strings.Split(c.tools, ",") {
-			if n = strings.TrimSpace(n); !slices.Contains(have, n) {
+			// An MCP server's names are checked once it has listed them.
+			if n = strings.TrimSpace(n); !slices.Contains(have, n) && !c.mcpPrefixed(n) {
 				return fmt.Errorf("--tools: %q is not a tool (have %s)", n, strings.Join(have, ", "))
 			}
 		}
@@ -110,9 +116,10 @@ func (c *common) load(log zerolog.Logger) (config.Config, error) {
 		over["kernel_mode"] = c.mode
 	}
 	if c.tools != "" {
-		over["tools"] = strings.Split(c.tools, ",")
+		over["tools"] = c.builtinTools()
 	}
-	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log, HostTools: c.hostTools()})
+	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log,
+		HostTools: c.hostTools(), HostToolPrefixes: c.mcp.prefixes()})
 }
 
 // newFlagSet returns a flag set whose errors are returned, not printed.
