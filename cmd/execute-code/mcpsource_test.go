@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,4 +139,26 @@ func TestToolsMayNameAnMCPTool(t *testing.T) {
 		assert.Equal(t, []string{"alpha\n", "name 'read' is not defined"}, res.Blocks, list)
 		assert.Empty(t, r.stderr)
 	}
+}
+
+// A host killed with SIGKILL takes its MCP servers with it, and what they
+// started: the server dies of the parent-death signal, its session (here
+// a sleeping grandchild) through the guard.
+func TestHostKilledLeavesNoMCPServerBehind(t *testing.T) {
+	everything := proctest.NPMBin(t, "@modelcontextprotocol/server-everything", "mcp-server-everything")
+	mark := newMark()
+	t.Cleanup(func() {
+		for _, pid := range proctest.Marked(markEnv, mark) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	p := startServeIn(t, t.TempDir(), []string{markEnv + "=" + mark}, "--mcp", "g=sh -c 'sleep 600 & exec "+everything+"'")
+	p.send(`{"id":1,"op":"execute","script":"text(g_echo(message='up'))"}`)
+	assert.Equal(t, []any{"Echo: up"}, blocks(t, p.answer()))
+	before := proctest.Marked(markEnv, mark)
+	require.GreaterOrEqual(t, len(before), 4, "serve, the server, its sleeping child and the guard")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	_ = p.cmd.Wait()
+	assert.Empty(t, proctest.WaitGone(before, 5*time.Second), "processes left after the host's SIGKILL")
 }
