@@ -190,6 +190,12 @@ func TestPolicyAndApprovalGovernMCPTools(t *testing.T) {
 				assert.Equal(t, []string{"t_echo map[text:yes]", "t_echo map[text:no]"}, asked)
 				mu.Unlock()
 			})
+			t.Run("max_rpc_result_bytes", func(t *testing.T) {
+				r, o := mcpRig(t, mode, withCfg(func(c *config.Config) { c.MaxRPCResultBytes = 1000 }))
+				res := r.run(o, "text(str(len(t_echo('x' * 600))))\ntry:\n    t_echo('y' * 600)\nexcept ToolError as e:\n    text(str(e))")
+				assert.Equal(t, []string{"600", "rpc result byte budget exceeded (result 600 bytes, 400 bytes remaining of 1000)"}, res.Blocks, res.Text())
+				assert.Equal(t, int64(600), res.Details.RPCBytes)
+			})
 			t.Run("max_rpc_calls", func(t *testing.T) {
 				r, o := mcpRig(t, mode, withCfg(func(c *config.Config) { c.MaxRPCCalls = 2 }))
 				res := r.run(o, "t_echo('1')\nt_echo('2')\ntry:\n    t_echo('3')\nexcept ToolError as e:\n    text(str(e))")

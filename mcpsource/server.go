@@ -166,7 +166,7 @@ func (c *conn) exit() string {
 	select {
 	case <-c.proc.Done():
 	default:
-		return "closed its output"
+		return "broke the connection (its output ended or was not MCP)"
 	}
 	st := c.proc.Exit()
 	if st.Signaled {

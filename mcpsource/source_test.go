@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,4 +229,66 @@ func TestStartFailsNamingTheServerThatDidNotStart(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Empty(t, proctest.Marked("MCP_MUTE_MARK", mark))
 	assert.True(t, strings.Contains(err.Error(), "mute"))
+}
+
+// A server that writes what is not MCP to its output breaks its
+// connection: the call fails, and the next one starts the server again.
+func TestAServerThatBreaksTheProtocolIsStartedAgain(t *testing.T) {
+	_, hs := start(t, asProcess(t, "p"))
+	r, err := call(t, hs["p_pid"], nil)
+	require.NoError(t, err)
+	first, _ := strconv.Atoi(r.Content[0].Text)
+	_, err = call(t, hs["p_garbage"], nil)
+	require.ErrorIs(t, err, ErrServerGone)
+	assert.Contains(t, err.Error(), `server "p" broke the connection`)
+	r, err = call(t, hs["p_pid"], nil)
+	require.NoError(t, err)
+	second, _ := strconv.Atoi(r.Content[0].Text)
+	assert.NotEqual(t, first, second)
+	assert.Empty(t, proctest.WaitGone([]int{first}, time.Second), "the broken server is stopped")
+}
+
+// Calls in flight when the server dies, and calls that arrive while it is
+// being started again, each end with an answer or ErrServerGone: one
+// restart serves them, and only one server is left.
+func TestConcurrentCallsAcrossADeathRestartOnce(t *testing.T) {
+	src, hs := start(t, asProcess(t, "p"))
+	var wg sync.WaitGroup
+	errs := make(chan error, 17)
+	pids := make(chan int, 16)
+	wg.Go(func() {
+		_, err := call(t, hs["p_die"], nil)
+		errs <- err
+	})
+	for range 16 {
+		wg.Go(func() {
+			r, err := call(t, hs["p_pid"], nil)
+			if err == nil {
+				n, _ := strconv.Atoi(r.Content[0].Text)
+				pids <- n
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	close(pids)
+	for err := range errs {
+		if err != nil {
+			assert.ErrorIs(t, err, ErrServerGone)
+		}
+	}
+	r, err := call(t, hs["p_pid"], nil)
+	require.NoError(t, err)
+	last, _ := strconv.Atoi(r.Content[0].Text)
+	var alive []int
+	for p := range pids {
+		if p != last && proctest.Alive(p) {
+			alive = append(alive, p)
+		}
+	}
+	assert.Empty(t, alive, "servers other than the current one")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, src.Close(ctx))
 }

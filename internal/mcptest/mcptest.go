@@ -72,12 +72,14 @@ const Weird = `{"type":"object","required":["from","a-b"],"properties":{
 //	image()           one image block and one text block
 //	hang()            never answers, whatever it is told
 //	die()             kills its own process mid-call
+//	garbage()         writes a line that is not JSON-RPC to its stdout
 //	dup-name, dup_name  two names one identifier stands for
 //	name              its own name, as they do
 //	pid()             the server's pid
 //
-// hang and die are for the server as a process (Command): in a test's own
-// process one would leak a goroutine and the other kill the test.
+// hang, die and garbage are for the server as a process (Command): in a test's own
+// process they would leak a goroutine, kill the test or write to its
+// output.
 func NewServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1"}, nil)
 	add := func(name, desc, schema string, h func(context.Context, map[string]any) (*mcp.CallToolResult, error)) {
@@ -146,6 +148,11 @@ func NewServer() *mcp.Server {
 		add(n, "Say its own name.", `{"type":"object","properties":{}}`,
 			func(context.Context, map[string]any) (*mcp.CallToolResult, error) { return text(n), nil })
 	}
+	add("garbage", "Write what is not JSON-RPC to stdout, then answer.", `{"type":"object","properties":{}}`,
+		func(context.Context, map[string]any) (*mcp.CallToolResult, error) {
+			_, _ = os.Stdout.WriteString("this is not JSON-RPC\n")
+			return text("answered"), nil
+		})
 	add("pid", "The server's pid.", `{"type":"object","properties":{}}`,
 		func(context.Context, map[string]any) (*mcp.CallToolResult, error) {
 			return text(fmt.Sprint(os.Getpid())), nil
