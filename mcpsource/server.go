@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
@@ -339,8 +340,17 @@ func (s *server) call(ctx context.Context, helper, tool string, args map[string]
 		<-c.done
 		return nil, s.gone(c, helper)
 	}
-	// An error response: the server's own words.
-	return nil, serverError(helper, a.err.Error(), !s.cfg.Trusted)
+	var wire *jsonrpc.Error
+	if errors.As(a.err, &wire) {
+		// An error response: the server's own words.
+		return nil, serverError(helper, wire.Message, !s.cfg.Trusted)
+	}
+	// What the server sent could not be read (not JSON-RPC, say): the
+	// session is ending, which its next call sees.
+	if within(ctx, c.done, 100*time.Millisecond) {
+		return nil, s.gone(c, helper)
+	}
+	return nil, serverError(helper, "the MCP server's answer could not be used: "+a.err.Error(), !s.cfg.Trusted)
 }
 
 func (s *server) noAnswer(ctx context.Context, helper, tool string) error {

@@ -123,6 +123,11 @@ func TestAServersErrorIsTheCallsErrorInItsWordsBoundedAndMarked(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, errors.As(err, &ue), "a trusted server's words are the host's")
 
+	_, err = call(t, hs["u_refuse"], nil)
+	require.Error(t, err)
+	assert.Equal(t, "u_refuse: refused: not today", err.Error(), "an error response, in the server's words")
+	assert.ErrorAs(t, err, &ue)
+
 	_, err = call(t, hs["u_shout"], nil)
 	require.Error(t, err)
 	assert.Less(t, len(err.Error()), maxErrorBytes+64, "a 100,000-byte error is cut")
