@@ -17,6 +17,7 @@ import (
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/introspect"
+	"github.com/executecode/executecode/mcpsource"
 	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"
 	"github.com/executecode/executecode/tools"
@@ -107,8 +108,14 @@ type Runtime struct {
 	specs       []tools.Spec
 	helpers     []string
 	toolsDigest string
-	tmpDir      string
-	wakeups     bool
+	// mcpServers are the WithMCP servers, started in New as mcp; their
+	// tools are host tools, named in mcpTools. startCtx bounds the start.
+	mcpServers []MCPServer
+	mcp        *mcpsource.Source
+	mcpTools   map[string]bool
+	startCtx   context.Context
+	tmpDir     string
+	wakeups    bool
 
 	// bus is the runtime's own event bus: every emitter of the runtime
 	// emits here, and the journal, the metrics and the host's bus
@@ -151,8 +158,10 @@ type Runtime struct {
 	stop   context.CancelFunc
 }
 
-// New builds a runtime for cfg. It starts nothing until the first call.
-// A configuration it cannot honour is an error wrapping ErrConfig.
+// New builds a runtime for cfg. It starts nothing until the first call
+// but the MCP servers of WithMCP, which it starts and lists (bounded by
+// WithStartContext); one that fails fails New with an error wrapping
+// ErrMCP. A configuration it cannot honour is an error wrapping ErrConfig.
 func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
@@ -191,14 +200,31 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		}
 		r.tools = builtin
 	}
+	r.spawner = proc.NewSpawner()
+	if err := r.startMCP(); err != nil {
+		r.spawner.Close()
+		return nil, err
+	}
 	if err := r.addHostTools(); err != nil {
+		r.stopMCP(context.Background())
+		r.spawner.Close()
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	r.helperSource = shimpy.RenderModule(r.helpers, cfg.MaxTextBytes, r.specs...)
 	r.base, r.stop = context.WithCancel(context.Background())
-	r.spawner = proc.NewSpawner()
 	r.observe()
 	return r, nil
+}
+
+// stopMCP stops the MCP servers, if any were started.
+func (r *Runtime) stopMCP(ctx context.Context) error {
+	if r.mcp == nil {
+		return nil
+	}
+	if err := r.mcp.Close(ctx); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
 }
 
 // checkConfig refuses what the runtime would otherwise ignore.
@@ -408,6 +434,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 		}
 		err = errors.Join(err, tree.Shutdown(ctx))
 	}
+	// After the runs and kernels, whose calls they may still answer;
+	// before the spawner, whose guard would otherwise kill them.
+	err = errors.Join(err, r.stopMCP(ctx))
 	r.spawner.Close()
 	// Last: the stops of the kernels above are events too.
 	if berr := r.bus.Close(ctx); berr != nil {

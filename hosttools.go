@@ -58,6 +58,13 @@ func (r *Runtime) addHostTools() error {
 		r.tools[h.spec.Name] = checkedTool{Tool: h.tool, name: h.spec.Name, params: params}
 	}
 	for _, name := range r.cfg.Tools {
+		if _, ok := r.tools[name]; !ok && r.mcpPrefixed(name) {
+			// What a server lists is the server's: a name that could only
+			// be checked against its list is dropped as a file's unknown
+			// name is.
+			r.log.Warn().Str("key", "tools").Str("tool", name).Msg("execute_code tools names no tool of its MCP server")
+			continue
+		}
 		if _, ok := r.tools[name]; !ok && name != config.NoTools && !slices.Contains(tools.Allowlist, name) {
 			// Only a hand-built Config can get here (Load drops unknown
 			// names): a tools entry enables, it never registers.

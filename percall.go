@@ -88,13 +88,18 @@ func (r *Runtime) effectiveTimeout(ms int) time.Duration {
 	return min(limit, max(minTimeout, time.Duration(ms)*time.Millisecond))
 }
 
-// innerTools is the helper map the pump may dispatch to: the reachable
-// helpers, never more.
-func (r *Runtime) innerTools(owner spillOwner) map[string]tools.Tool {
+// innerTools is the helper map the pump may dispatch to for rn: the
+// reachable helpers, never more, an MCP tool's calls bounded by the run's
+// deadline (deadlined).
+func (r *Runtime) innerTools(rn run) map[string]tools.Tool {
+	owner := spillOwnerOf(rn)
 	m := make(map[string]tools.Tool, len(r.helpers))
 	for _, name := range r.helpers {
 		if t, ok := r.tools[name]; ok {
 			m[name] = t
+			if r.mcpTools[name] {
+				m[name] = deadlined{Tool: t, deadline: rn.deadline.Add(-callReserve(rn.timeout))}
+			}
 		}
 	}
 	if t, ok := m[tools.Read]; ok {
@@ -262,7 +267,7 @@ func (p perCallRunner) bridge(rn run, ws workspace, bells *bell.Pair, sc *proc.S
 		ApprovalContext: pump.ApprovalContext{Timeout: r.cfg.ApprovalTimeout(), Caller: rn.call.ApprovalTag},
 		Dir:             ws.rpc,
 		Token:           ws.token,
-		Tools:           r.innerTools(spillOwnerOf(rn)),
+		Tools:           r.innerTools(rn),
 		MaxCalls:        r.cfg.MaxRPCCalls,
 		MaxResultBytes:  r.cfg.MaxRPCResultBytes,
 		MaxParallel:     r.cfg.MaxParallelRPC,

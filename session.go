@@ -345,7 +345,7 @@ func (s sessionRunner) serve(rn run, ws workspace, alloc registry.Allocation, sc
 		return nil, err
 	}
 	return pump.StartServer(pump.Config{
-		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(spillOwnerOf(rn)),
+		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(rn),
 		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
 		OnNotify: rn.call.Notify, ScrubNotify: sc.String, Bells: alloc.Bells, Logger: &r.log,
 		OnAuthFailure: r.bridgeDenied, OnFrameRefused: r.bridgeDenied, OnRoundTrip: r.metrics.ObserveRoundTrip,

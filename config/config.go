@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/executecode/executecode/tools"
@@ -152,6 +153,24 @@ type Options struct {
 	// (allow, deny, require_approval) may name them besides the built-ins,
 	// without a warning. Naming a tool never registers it.
 	HostTools []string
+	// HostToolPrefixes are name prefixes of host tools known only once the
+	// host has started (an MCP server's "<name>_"): names with one are
+	// kept like HostTools, and the runtime warns of those it lacks.
+	HostToolPrefixes []string
+}
+
+// hostTool reports whether name is one of the host's tools, by name or
+// by prefix.
+func (o Options) hostTool(name string) bool {
+	if slices.Contains(o.HostTools, name) {
+		return true
+	}
+	for _, p := range o.HostToolPrefixes {
+		if p != "" && strings.HasPrefix(name, p) && len(name) > len(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Timeout is TimeoutMS as a duration, saturating instead of overflowing.

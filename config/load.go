@@ -59,7 +59,7 @@ func Load(opts Options) (Config, error) {
 			field.set(v)
 			w.report(k.name, issues, showInt(field.get()))
 		case kindTools:
-			v, issues := resolveTools(cs, opts.HostTools)
+			v, issues := resolveTools(cs, opts.hostTool)
 			c.Tools = v
 			w.report(k.name, issues, showTools(v))
 		case kindMode:
@@ -71,7 +71,7 @@ func Load(opts Options) (Config, error) {
 			c.Sandbox = v
 			w.report(k.name, issues, strconv.Quote(v))
 		case kindPolicy:
-			v, issues := resolvePolicyList(k.name, cs, opts.HostTools)
+			v, issues := resolvePolicyList(k.name, cs, opts.hostTool)
 			*policyField(&c, k.name) = v
 			w.report(k.name, issues, showList(v))
 		}

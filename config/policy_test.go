@@ -128,3 +128,16 @@ func TestPolicyListsNameTheHostToolsItDeclares(t *testing.T) {
 	assert.Empty(t, r.cfg.Deny)
 	assert.Equal(t, []string{"read"}, r.cfg.Allow)
 }
+
+// An MCP server's tools are known only once it has listed them: the
+// loader keeps every name with a declared server prefix, and nothing but
+// the prefix makes a name known.
+func TestPolicyListsNameToolsByADeclaredPrefix(t *testing.T) {
+	opts := Options{Env: []string{}, Cwd: t.TempDir(), HostToolPrefixes: []string{"fs_"},
+		File: writeTOML(t, table(`deny = ["fs_write_file", "fs_", "fsx_read", "bash"]`+"\n"+`require_approval = ["fs_edit_file"]`))}
+	r := loadOpts(t, opts)
+	require.NoError(t, r.err)
+	assert.Equal(t, []string{"fs_write_file"}, r.cfg.Deny, "the bare prefix and a longer server name are unknown names")
+	assert.Equal(t, []string{"fs_edit_file"}, r.cfg.RequireApproval)
+	assertWarnings(t, r.warnings, "deny", 1, showList([]string{"fs_write_file"}))
+}

@@ -143,8 +143,8 @@ func resolveSandbox(cs []candidate) (string, []issue) {
 // and dropping empties) wins, then it is filtered to the allowlist keeping
 // order and duplicates. No list at all means the full allowlist; a list of
 // only unknown names means no helpers.
-func resolveTools(cs []candidate, hostTools []string) ([]string, []issue) {
-	kept, found, issues := firstToolList(cs, false, hostTools)
+func resolveTools(cs []candidate, hostTool func(string) bool) ([]string, []issue) {
+	kept, found, issues := firstToolList(cs, false, hostTool)
 	if !found {
 		return slices.Clone(tools.Allowlist), issues
 	}
@@ -157,8 +157,8 @@ func resolveTools(cs []candidate, hostTools []string) ([]string, []issue) {
 // kept none of them becomes [NoTools], which allows nothing: dropping it
 // to empty would turn a narrowing the user asked for into no restriction
 // at all.
-func resolvePolicyList(name string, cs []candidate, hostTools []string) ([]string, []issue) {
-	kept, found, issues := firstToolList(cs, true, hostTools)
+func resolvePolicyList(name string, cs []candidate, hostTool func(string) bool) ([]string, []issue) {
+	kept, found, issues := firstToolList(cs, true, hostTool)
 	switch {
 	case !found:
 		return []string{}, issues
@@ -172,9 +172,9 @@ func resolvePolicyList(name string, cs []candidate, hostTools []string) ([]strin
 // non-empty and filters it to the allowlist in configured order, with one
 // warning naming the unknown names it dropped (NoTools is dropped
 // silently); found is false when no layer had a list. With dedup, a name
-// is kept (and warned about) once. The names in also are kept like
+// is kept (and warned about) once. The names also accepts are kept like
 // allowlist members (a policy list's host tools).
-func firstToolList(cs []candidate, dedup bool, also []string) (kept []string, found bool, issues []issue) {
+func firstToolList(cs []candidate, dedup bool, also func(string) bool) (kept []string, found bool, issues []issue) {
 	for _, c := range cs {
 		names, ok := toolNames(c.value)
 		if !ok {
@@ -189,7 +189,7 @@ func firstToolList(cs []candidate, dedup bool, also []string) (kept []string, fo
 		for _, n := range names {
 			switch {
 			case dedup && slices.Contains(kept, n):
-			case slices.Contains(tools.Allowlist, n), slices.Contains(also, n):
+			case slices.Contains(tools.Allowlist, n), also(n):
 				kept = append(kept, n)
 			case n != NoTools && !(dedup && slices.Contains(unknown, n)):
 				unknown = append(unknown, n)

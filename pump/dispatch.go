@@ -104,7 +104,8 @@ func runTool(ctx context.Context, cfg *Config, tasks *taskGroup, c claim, out ch
 	}
 	res, err := cfg.Tools[c.tool].Execute(ctx, c.params)
 	if err != nil {
-		o = outcome{text: err.Error()}
+		var ue *tools.UntrustedError
+		o = outcome{text: err.Error(), untrusted: errors.As(err, &ue)}
 	} else {
 		o = resultOutcome(c.tool, res)
 	}
@@ -246,6 +247,10 @@ func (s *sweeper) settle(c claim, o outcome) {
 		stats.Denied++
 	default:
 		stats.Errors++
+		// The script holds the message as its ToolError.
+		if o.untrusted {
+			stats.Untrusted = true
+		}
 	}
 	if s.publish(c.id, ok, ok && o.json, text) {
 		// The marker goes before the ring: a woken script finds the call's

@@ -18,7 +18,8 @@ type Stats struct {
 	// call's outcome could not be proven.
 	AccountingLoss bool
 	// Untrusted says an accepted ok result was marked
-	// tools.Result.Untrusted. A run's trust is untrusted when this is
+	// tools.Result.Untrusted, or an error answered was a
+	// tools.UntrustedError. A run's trust is untrusted when this is
 	// set or tools.Webfetch is in ToolsUsed.
 	Untrusted bool
 

@@ -58,11 +58,11 @@ var keywords = func() map[string]bool {
 	return m
 }()
 
-// usableParam reports whether n can be a stub's keyword argument: any
-// identifier but a keyword, a private name (the stub calls _call) or
-// TypeError (the stub raises it). A builtin's name (type, id, format) is
-// fine: it is shadowed only inside the stub, which does not use it.
-func usableParam(n string) bool {
+// UsableParam reports whether n can be a stub's keyword argument: any
+// ASCII identifier but a keyword, a private name (the stub calls _call)
+// or TypeError (the stub raises it). A builtin's name (type, id, format)
+// is fine: it is shadowed only inside the stub, which does not use it.
+func UsableParam(n string) bool {
 	return identifier(n) && !keywords[n] && !strings.HasPrefix(n, "_") && n != "TypeError"
 }
 
@@ -134,7 +134,7 @@ func (s Spec) Params() ([]Param, error) {
 	}
 	names := make([]string, 0, len(schema.Properties))
 	for n := range schema.Properties {
-		if !usableParam(n) {
+		if !UsableParam(n) {
 			return nil, bad("the parameter %q is not a usable python keyword argument (an ASCII identifier, not a keyword, not TypeError, no leading underscore)", n)
 		}
 		names = append(names, n)

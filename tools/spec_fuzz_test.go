@@ -30,7 +30,7 @@ func FuzzSpecParams(f *testing.F) {
 		seen := map[string]bool{}
 		optional := false
 		for _, p := range ps {
-			if !usableParam(p.Name) || seen[p.Name] {
+			if !UsableParam(p.Name) || seen[p.Name] {
 				t.Fatalf("bad parameter %q in %v", p.Name, ps)
 			}
 			if p.Required && optional {

@@ -56,6 +56,14 @@ func JSONResult(v any) (Result, error) {
 	return Result{Content: []Content{{Type: TypeJSON, Text: string(b)}}}, nil
 }
 
+// UntrustedError is a tool error whose message came from outside the
+// host (an untrusted MCP server's own words): a run whose script was
+// given it is reported untrusted, as for an untrusted Result.
+type UntrustedError struct{ Err error }
+
+func (e *UntrustedError) Error() string { return e.Err.Error() }
+func (e *UntrustedError) Unwrap() error { return e.Err }
+
 // TextResult is a Result holding one text block.
 func TextResult(s string) Result { return Result{Content: []Content{{Type: "text", Text: s}}} }
 

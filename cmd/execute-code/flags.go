@@ -28,6 +28,7 @@ type common struct {
 	mode, configFile, root, tools string
 	sandbox                       string
 	sampleHostTool                bool
+	mcp                           mcpFlags
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -37,6 +38,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tools, "tools", "", "comma-separated helper subset, e.g. read,grep")
 	fs.StringVar(&c.sandbox, "sandbox", "", "none, or landlock: each interpreter may write only its workspace, read only the tool root and its own files, and open no socket (default: the configured sandbox)")
 	fs.BoolVar(&c.sampleHostTool, "sample-host-tool", false, "register the sample host tool wordcount(text), which answers a dict")
+	c.mcp.register(fs.Func)
 }
 
 // parse reads args into fs (on which c is registered) and validates the
@@ -87,10 +89,14 @@ func (c *common) validate() error {
 	if c.sandbox != "" && c.sandbox != config.SandboxNone && c.sandbox != config.SandboxLandlock {
 		return fmt.Errorf("--sandbox: %q is not none or landlock", c.sandbox)
 	}
+	if err := c.mcp.parse(); err != nil {
+		return err
+	}
 	if c.tools != "" {
 		have := append(slices.Clone(cliTools), c.hostTools()...)
 		for _, n := range strings.Split(c.tools, ",") {
-			if n = strings.TrimSpace(n); !slices.Contains(have, n) {
+			// An MCP server's names are checked once it has listed them.
+			if n = strings.TrimSpace(n); !slices.Contains(have, n) && !c.mcpPrefixed(n) {
 				return fmt.Errorf("--tools: %q is not a tool (have %s)", n, strings.Join(have, ", "))
 			}
 		}
@@ -115,12 +121,13 @@ func (c *common) load(log zerolog.Logger) (config.Config, error) {
 		over["kernel_mode"] = c.mode
 	}
 	if c.tools != "" {
-		over["tools"] = strings.Split(c.tools, ",")
+		over["tools"] = c.builtinTools()
 	}
 	if c.sandbox != "" {
 		over["sandbox"] = c.sandbox
 	}
-	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log, HostTools: c.hostTools()})
+	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log,
+		HostTools: c.hostTools(), HostToolPrefixes: c.mcp.prefixes()})
 }
 
 // newFlagSet returns a flag set whose errors are returned, not printed.

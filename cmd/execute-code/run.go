@@ -156,5 +156,14 @@ func newRuntime(c common, log zerolog.Logger, extra ...executecode.Option) (*exe
 	if c.sampleHostTool {
 		opts = append(opts, sampleHostTool())
 	}
-	return executecode.New(cfg, append(opts, extra...)...)
+	opts = append(opts, c.mcp.options()...)
+	rt, err := executecode.New(cfg, append(opts, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.mcp.checkTools(c.tools, rt.Helpers()); err != nil {
+		_ = rt.Close(context.Background())
+		return nil, err
+	}
+	return rt, nil
 }

@@ -16,7 +16,9 @@
 // SIGINT to python's KeyboardInterrupt handler, closes every descriptor
 // beyond the ones it was given (whatever the host inherited without
 // close-on-exec), checks that its parent is the host and closes the
-// handshake. ResolvePython picks the interpreter: the configured one,
+// handshake. A Command with a Program (an MCP server) starts the same
+// way and then execs the program from python, so it gets its limits, the
+// SIGINT reset and the closed descriptors too. ResolvePython picks the interpreter: the configured one,
 // else the first real python3 on PATH that is not a version manager's
 // shim. The parent-death signal does not reach python's children (it is
 // cleared on fork), so each Spawner also keeps a guard: python3 -I -S

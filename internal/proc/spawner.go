@@ -53,7 +53,17 @@ type Command struct {
 	// Sandbox); Start then returns only once python reported the
 	// confinement in force, and fails, with ErrSandbox, otherwise.
 	Sandbox *Sandbox
+	// Program, when set, is another program (an MCP server) that python3
+	// becomes once Bootstrap has run: python3 -I -S runs Bootstrap and
+	// then execs Program with Args, so the program starts as python does,
+	// with its limits set, SIGINT at default and inherited descriptors
+	// closed, none of which a host could otherwise do before exec.
+	Program string
 }
+
+// programLauncher is what python3 runs after Bootstrap for a Program:
+// argv[1] is the program, the rest its arguments.
+const programLauncher = "import os, sys\nos.execv(sys.argv[1], sys.argv[1:])\n"
 
 // Spawner starts every child from one OS thread that stays alive until
 // Close. SysProcAttr.Pdeathsig fires when the *thread* that forked the
@@ -148,6 +158,8 @@ func (s *Spawner) GuardRoot(root string) error {
 // once python runs; ctx bounds only the start: the child lives until it
 // exits or is stopped with Kill or Interrupt. A failed step kills the
 // child, which has run none of cmd's code, and is named in the error.
+// A Program that cannot be executed makes python exit 1 with the reason
+// on its stderr.
 func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if cmd.Path == "" {
 		return nil, errors.New("start python: empty interpreter path")
@@ -185,9 +197,13 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	}
 	// The host never needs the child's ends: closed whatever happens.
 	defer cio.closeChildEnds()
+	argv := append([]string{cmd.Path}, cmd.Args...)
+	if cmd.Program != "" {
+		argv = append([]string{cmd.Path, "-I", "-S", "-c", Bootstrap + programLauncher, cmd.Program}, cmd.Args...)
+	}
 	req := spawnRequest{
 		path: cmd.Path,
-		argv: append([]string{cmd.Path}, cmd.Args...),
+		argv: argv,
 		attr: &syscall.ProcAttr{
 			Dir:   cmd.Dir,
 			Env:   env,
