@@ -74,7 +74,7 @@ func parseMCP(v string) (executecode.MCPServer, error) {
 	if err != nil {
 		return executecode.MCPServer{}, fmt.Errorf("server %q: %w", name, err)
 	}
-	if len(words) == 0 {
+	if len(words) == 0 || words[0] == "" {
 		return executecode.MCPServer{}, fmt.Errorf("server %q has no command", name)
 	}
 	return executecode.MCPServer{Name: name, Command: words[0], Args: words[1:]}, nil

@@ -106,6 +106,7 @@ func TestBadMCPValuesAreUsageErrorsNamingTheFlag(t *testing.T) {
 		{"bad name", []string{"--mcp", "1fs=true"}, `--mcp: the server name "1fs" must be`},
 		{"keyword", []string{"--mcp-trusted", "class=true"}, `--mcp-trusted: the server name "class" must be`},
 		{"no command", []string{"--mcp", "fs= "}, `--mcp: server "fs" has no command`},
+		{"empty command", []string{"--mcp", "fs='' x"}, `--mcp: server "fs" has no command`},
 		{"expansion", []string{"--mcp", "fs=cat $HOME"}, `--mcp: server "fs": "cat $HOME": expansions`},
 		{"substitution", []string{"--mcp", "fs=cat $(id)"}, `expansions`},
 		{"operator", []string{"--mcp", "fs=cat; rm x"}, `--mcp: server "fs": "cat; rm x"`},
