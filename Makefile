@@ -23,6 +23,9 @@ run: build peers
 	@echo "== session: three cells on one persistent kernel, driven through serve (the third calls the sample host tool)"
 	$(BIN) serve --root . --sample-host-tool < cmd/execute-code/testdata/session.jsonl
 	@echo
+	@echo "== per_call, with an MCP tool source: the filesystem server's tools as helpers, three reads in one batch()"
+	$(BIN) run --root . --mcp "fs=$(CURDIR)/$(PEERS)/node_modules/.bin/mcp-server-filesystem $(CURDIR)" cmd/execute-code/testdata/mcp_sample.py
+	@echo
 	@echo "== mcp: the MCP inspector's CLI (a client nobody here wrote) calls execute_code over MCP"
 	@# The inspector finds its own package.json from its working directory.
 	cd $(INSPECTOR) && node cli.js --cli $(CURDIR)/$(BIN) mcp --root $(CURDIR) --method tools/call \
