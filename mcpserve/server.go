@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/approval"
 	"github.com/executecode/executecode/config"
 )
 
@@ -97,10 +98,11 @@ func (s *Server) Close() {
 	s.watchers.Wait()
 }
 
-// owner is the session owner of ss, attached at its first call; nil in
-// per-call mode, where a connection has no kernel to keep.
+// owner is the session owner of ss, attached at its first call (nil in
+// per-call mode, where a connection has no kernel to keep). Every
+// connection is tracked either way, so Close ends them all.
 func (s *Server) owner(ctx context.Context, ss *mcp.ServerSession) (*executecode.Owner, error) {
-	if s.rt.Config().KernelMode != config.Session || ss == nil {
+	if ss == nil {
 		return nil, nil
 	}
 	s.mu.Lock()
@@ -117,7 +119,12 @@ func (s *Server) owner(ctx context.Context, ss *mcp.ServerSession) (*executecode
 	}
 	s.mu.Unlock()
 	if !ok {
-		c.owner, c.err = s.rt.Attach(ctx, executecode.Scope{SessionID: newSessionID(), AgentID: AgentID})
+		if s.rt.Config().KernelMode == config.Session {
+			// The owner is the connection's, not this request's: a first
+			// call cancelled while it attaches must not leave the
+			// connection without a session for good.
+			c.owner, c.err = s.rt.Attach(s.base, executecode.Scope{SessionID: newID(), AgentID: AgentID})
+		}
 		close(c.ready)
 	}
 	select {
@@ -152,7 +159,9 @@ func (s *Server) endSession(ss *mcp.ServerSession) {
 	}
 }
 
-func newSessionID() string {
+// newID is a random id, for a connection's session and a run's
+// requestState.
+func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand aborts the program instead)
 	return "mcp-" + hex.EncodeToString(b[:])
@@ -205,7 +214,7 @@ func (s *Server) start(reqCtx context.Context, req *mcp.CallToolRequest, params 
 		return nil, fmt.Errorf("mcp server: %w", executecode.ErrClosed)
 	}
 	ctx, cancel := context.WithCancel(s.base)
-	r := &run{id: newSessionID(), ss: req.Session, cancel: cancel, done: make(chan struct{}),
+	r := &run{id: newID(), ss: req.Session, cancel: cancel, done: make(chan struct{}),
 		asks: make(chan *ask), pending: map[string]*ask{}}
 	r.follow(reqCtx, req)
 	s.runs[r.id] = r
@@ -234,7 +243,9 @@ func (s *Server) await(ctx context.Context, r *run) *mcp.CallToolResult {
 		return r.res
 	case a := <-r.asks:
 		if !stop() {
-			// Cancelled as the approval arrived: the run ends.
+			// Cancelled as the approval arrived: the run ends, and the
+			// approval nobody will be asked is denied.
+			a.answer <- approval.Deny
 			<-r.done
 			return r.res
 		}

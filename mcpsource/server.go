@@ -137,7 +137,9 @@ func (c *conn) spawn(ctx context.Context, cfg Server, opts Options) (mcp.Transpo
 // one whose session already ended.
 func (c *conn) kill() {
 	if c.sess != nil {
-		go func() { _ = c.sess.Close() }()
+		// Counted with the other waits: it returns once the process is
+		// gone and its output ended.
+		c.waits.Go(func() { _ = c.sess.Close() })
 	}
 	if c.proc != nil {
 		c.proc.Kill()
@@ -149,14 +151,10 @@ func (c *conn) kill() {
 // stderrNote is the tail of the server's stderr, for an error of the
 // host's log: the first thing to read when a server does not start.
 func (c *conn) stderrNote() string {
-	if c.stderr == nil {
-		return ""
+	if tail := c.stderrTail(); tail != "" {
+		return " (stderr: " + tail + ")"
 	}
-	tail := strings.TrimSpace(c.stderr.String())
-	if tail == "" {
-		return ""
-	}
-	return " (stderr: " + tail + ")"
+	return ""
 }
 
 // exit describes how the server's process ended, once it has.
@@ -362,16 +360,12 @@ func (s *server) noAnswer(ctx context.Context, helper, tool string) error {
 }
 
 func (s *server) gone(c *conn, helper string) error {
-	how := c.exit()
-	if c.proc != nil {
-		select {
-		case <-c.proc.Done():
-		case <-time.After(time.Second):
-		}
-		how = c.exit()
-		return fmt.Errorf("%s: %w: server %q %s during the call; its next call starts it again", helper, ErrServerGone, s.cfg.Name, how)
+	if c.proc == nil {
+		return fmt.Errorf("%s: %w: server %q %s during the call", helper, ErrServerGone, s.cfg.Name, c.exit())
 	}
-	return fmt.Errorf("%s: %w: server %q %s during the call", helper, ErrServerGone, s.cfg.Name, how)
+	// Its exit status says more than a broken stream, once it is in.
+	within(context.Background(), c.proc.Done(), time.Second)
+	return fmt.Errorf("%s: %w: server %q %s during the call; its next call starts it again", helper, ErrServerGone, s.cfg.Name, c.exit())
 }
 
 // close stops the server for good, bounded by ctx, and waits for the

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -43,11 +40,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		c.mode = string(config.Session)
 	}
 	log := warnLogger(stderr)
-	// A client gone away must not kill the server with SIGPIPE: the write
-	// fails, the connection ends and the kernels are stopped.
-	pipe := make(chan os.Signal, 1)
-	signal.Notify(pipe, syscall.SIGPIPE)
-	defer signal.Stop(pipe)
+	defer surviveSIGPIPE()()
 	rt, err := newRuntime(c, log, executecode.WithApprover(mcpserve.Approver(fallback)))
 	if err != nil {
 		return usageError(stderr, err)

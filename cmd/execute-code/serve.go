@@ -333,13 +333,7 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		c.mode = string(config.Session)
 	}
 	log := warnLogger(stderr)
-	// A client that goes away must not kill serve with SIGPIPE (leaving
-	// kernels and staging behind): the write fails instead, and serve
-	// cancels its cells and shuts down cleanly. Handled, not ignored, so
-	// the interpreters still start with the default disposition.
-	pipe := make(chan os.Signal, 1)
-	signal.Notify(pipe, syscall.SIGPIPE)
-	defer signal.Stop(pipe)
+	defer surviveSIGPIPE()()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := &lineWriter{w: stdout, broken: cancel}
@@ -364,6 +358,17 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	metrics.stop()
 	return exitOK
+}
+
+// surviveSIGPIPE keeps a client that goes away from killing the command
+// with SIGPIPE (leaving kernels and staging behind): the write fails
+// instead, and the command cancels its cells and shuts down cleanly.
+// Handled, not ignored, so the interpreters still start with the default
+// disposition. Call the returned func to stop handling it.
+func surviveSIGPIPE() (stop func()) {
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	return func() { signal.Stop(pipe) }
 }
 
 // metricsServer serves the runtime's Prometheus metrics over plain HTTP.
