@@ -256,7 +256,7 @@ func (s *sweeper) settle(c claim, o outcome) {
 		// The marker goes before the ring: a woken script finds the call's
 		// bookkeeping finished.
 		_ = s.remove(markerName(c.id))
-		s.cfg.Bells.Ring()
+		s.cfg.Bells.RingFor(c.id)
 		reportRoundTrip(&s.cfg, c, ok, o.blocked)
 	} else {
 		s.unanswered++ // its marker stays for recovery

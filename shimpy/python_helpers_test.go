@@ -243,6 +243,8 @@ type bellPipes struct {
 	responseRead, responseWrite *os.File
 	rings                       atomic.Int64
 	drained                     chan struct{}
+	// rung is every byte the shim rang, read once drained is closed.
+	rung []byte
 }
 
 func newBellPipes(t testing.TB) *bellPipes {
@@ -280,6 +282,7 @@ func (b *bellPipes) countRings() {
 	for {
 		n, err := b.requestRead.Read(buf)
 		b.rings.Add(int64(n))
+		b.rung = append(b.rung, buf[:n]...)
 		if err != nil {
 			return
 		}
@@ -290,12 +293,24 @@ func (b *bellPipes) countRings() {
 // returns how many bytes the shim rang in total.
 func (b *bellPipes) ringsAfterExit(t testing.TB) int64 {
 	t.Helper()
+	b.waitDrained(t)
+	return b.rings.Load()
+}
+
+// rungAfterExit waits as ringsAfterExit and returns the bytes rung.
+func (b *bellPipes) rungAfterExit(t testing.TB) []byte {
+	t.Helper()
+	b.waitDrained(t)
+	return b.rung
+}
+
+func (b *bellPipes) waitDrained(t testing.TB) {
+	t.Helper()
 	select {
 	case <-b.drained:
 	case <-time.After(10 * time.Second):
 		t.Fatal("request bell never reached EOF")
 	}
-	return b.rings.Load()
 }
 
 // request is a request file as the responder read it.
@@ -309,6 +324,7 @@ type request struct {
 	Token     string `json:"-"`
 	BodyToken any    `json:"token"`
 	file      int    // id from the file name
+	name      string // the file name it was published under
 }
 
 // responder is a minimal host: it picks up published requests and lets
@@ -368,6 +384,7 @@ func (r *responder) scan(ctx context.Context) {
 				req = request{}
 			}
 			req.file, _ = strconv.Atoi(m[1])
+			req.name = e.Name()
 			req.Token = tokenOf(pump.KindRequest, m[1], body, m[2])
 			r.mu.Lock()
 			r.keys[req.file] = req.Token

@@ -237,12 +237,18 @@ notify("two")
 text("not rung")
 print(read("b"))
 `)
+	var names []string
 	for range 2 {
 		req := run.host.next(t)
+		names = append(names, req.name)
 		run.host.answer(t, req.file, okResponse(req.file, "fine"))
 	}
 	assert.Equal(t, "fine\n", requireClean(t, run.proc.wait()))
-	assert.Equal(t, int64(4), run.bells.ringsAfterExit(t))
+	// A request is rung with its name, the part between "req-" and
+	// ".json", and a newline; a notification with one plain byte.
+	want := "\x00" + strings.TrimSuffix(strings.TrimPrefix(names[0], "req-"), ".json") + "\n" +
+		"\x00" + strings.TrimSuffix(strings.TrimPrefix(names[1], "req-"), ".json") + "\n"
+	assert.Equal(t, want, string(run.bells.rungAfterExit(t)))
 }
 
 func TestShimFallsBackToPollingWhenTheHostClosesItsBell(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -246,15 +247,31 @@ func (p *Pair) CloseChildEnds() error {
 
 var ring = [1]byte{1}
 
-// Ring writes one byte on the response bell without ever blocking: a full
-// pipe already holds an unread ring, and a gone reader needs none. A nil
-// Pair does nothing.
+// Ring writes one plain ring on the response bell without ever blocking:
+// a full pipe already holds an unread ring, and a gone reader needs none.
+// Every waiting thread of the shim looks. A nil Pair does nothing.
 func (p *Pair) Ring() {
 	if p == nil {
 		return
 	}
+	p.write(ring[:])
+}
+
+// RingFor rings the response bell for the answer to call id: its decimal
+// digits and a newline, which wake the shim's thread that waits for it
+// (docs/protocol.md, Doorbells). It never blocks; a nil Pair does
+// nothing.
+func (p *Pair) RingFor(id int64) {
+	if p == nil {
+		return
+	}
+	var b [24]byte
+	p.write(append(strconv.AppendInt(b[:0], id, 10), '\n'))
+}
+
+func (p *Pair) write(b []byte) {
 	_ = p.ringConn.Write(func(fd uintptr) bool {
-		_, _ = syscall.Write(int(fd), ring[:])
+		_, _ = syscall.Write(int(fd), b)
 		return true // never wait for writability
 	})
 }
