@@ -127,7 +127,7 @@ print(seq[len(seq) // 2], par[len(par) // 2])
 // shimRun runs script against a per-call run's server with the rendered
 // shim and real bells, and returns its output and the host's CPU time
 // (user and system) spent meanwhile.
-func shimRun(b *testing.B, python, script string, cfg Config) (string, time.Duration) {
+func shimRun(b testing.TB, python, script string, cfg Config) (string, time.Duration) {
 	b.Helper()
 	work := b.TempDir()
 	dir := filepath.Join(work, "rpc")
@@ -184,7 +184,7 @@ func hostCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func shimConfig(b *testing.B, parallel int) Config {
+func shimConfig(b testing.TB, parallel int) Config {
 	token, err := NewToken()
 	if err != nil {
 		b.Fatal(err)
