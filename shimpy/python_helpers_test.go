@@ -332,6 +332,7 @@ type request struct {
 type responder struct {
 	dir      string
 	ring     *os.File // nil: never ring
+	ids      bool     // ring with the answered id and a newline
 	requests chan request
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -484,7 +485,11 @@ func (r *responder) publish(t testing.TB, id int, raw []byte) {
 	require.NoError(t, os.WriteFile(tmp, raw, 0o600))
 	require.NoError(t, os.Rename(tmp, filepath.Join(r.dir, fmt.Sprintf("res-%d.json", id))))
 	if r.ring != nil {
-		if _, err := r.ring.Write([]byte{1}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		ring := []byte{1}
+		if r.ids {
+			ring = []byte(fmt.Sprintf("%d\n", id))
+		}
+		if _, err := r.ring.Write(ring); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			require.NoError(t, err)
 		}
 	}

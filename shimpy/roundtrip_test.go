@@ -18,12 +18,14 @@ type wakeMode struct {
 	name  string
 	bells bool // configure bells=(3, 4)
 	ring  bool // the responder rings the response bell
+	ids   bool // with the answered id, as the pump does, not a plain byte
 }
 
 var wakeModes = []wakeMode{
-	{"polling", false, false},
-	{"doorbell", true, true},
-	{"doorbell never rung", true, false},
+	{"polling", false, false, false},
+	{"doorbell", true, true, false},
+	{"doorbell never rung", true, false, false},
+	{"doorbell naming the answered id", true, true, true},
 }
 
 // bridgeRun is a started script with a responder serving its rpc dir.
@@ -52,6 +54,7 @@ func startBridgeRun(t *testing.T, mode wakeMode, tools []string, script string) 
 		}
 	}
 	run.host = startResponder(t, s.rpc, ring)
+	run.host.ids = mode.ids
 	run.proc = s.start(t, script, extra...)
 	if run.bells != nil {
 		run.bells.releaseChildEnds()
