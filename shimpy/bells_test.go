@@ -165,3 +165,47 @@ print(read("a"))
 	run.host.answer(t, req.file, okResponse(req.file, "parent"))
 	assert.Equal(t, "polls\nTrue\nparent\n", requireClean(t, run.proc.wait()))
 }
+
+// The shim's decoder of response-bell bytes, driven with random chunks
+// (ids of waiting calls, ids of nobody's, garbage, records split at any
+// byte): it never raises, never holds more than an id's worth of an
+// unfinished record, and every waiter whose id completes a record, or
+// that a record naming nobody concerns, is woken.
+func TestTheResponseBellDecoderSurvivesRandomBytes(t *testing.T) {
+	s := newUnconfiguredStage(t, nil, 0)
+	out := requireClean(t, s.run(t, `
+import random, exec_tools as m
+rng = random.Random(7)
+bell = m._Doorbell(-1, -1)
+waiters = {}
+for i in range(1, 9):
+    w = m._Waiter()
+    bell.expect(w, b"%d" % i)
+    waiters[b"%d" % i] = w
+pieces = [b"1\n", b"2\n", b"7\n", b"99\n", b"\n", b"\x00", b"\xff\xfe", b"123456789012345678901234567890",
+          b"-3\n", b"3", b"\n4\n", b"5\n6", b"8\n\n"]
+for round in range(3000):
+    stream = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+    cut = rng.randint(0, len(stream))
+    for chunk in (stream[:cut], stream[cut:]):
+        if chunk:
+            bell._dispatch(chunk)
+        assert len(bell._tail) <= 20, bell._tail
+    for key, w in waiters.items():
+        # take what woke it, as wait() does
+        with bell._mu:
+            if w.woken:
+                w.woken = False
+                w.lock.acquire(False)
+            w.rung, w.everything = [], False
+    assert bell._waiters.keys() == waiters.keys()
+# A complete record of a waiting id wakes exactly that waiter.
+bell._tail = b""
+bell._dispatch(b"4\n")
+print(sorted(k.decode() for k, w in waiters.items() if w.woken), waiters[b"4"].rung)
+# One naming nobody wakes everybody.
+bell._dispatch(b"42\n")
+print(all(w.woken and w.everything for w in waiters.values()))
+`))
+	assert.Equal(t, "['4'] [b'4']\nTrue\n", out)
+}
