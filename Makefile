@@ -77,7 +77,7 @@ FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest internal/proc:FuzzSanitize
 	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker \
 	kernelworker/internal/frame:FuzzParser kernelworker/internal/frame:FuzzStreamFastPath \
 	approval:FuzzParseDecision cmd/execute-code:FuzzServeLine \
-	tools:FuzzIgnoreFile pump:FuzzParseFrameName \
+	tools:FuzzIgnoreFile pump:FuzzParseFrameName internal/bell:FuzzDecoder \
 	mcpsource:FuzzSignatureOf cmd/execute-code:FuzzParseMCP
 
 fuzz:

@@ -243,7 +243,8 @@ func TestApproverReceivesTheApprovalIDAllocatedAtClaimTime(t *testing.T) {
 	sortEntries(l.requests)
 	var claims []claim
 	for _, e := range l.requests {
-		c, ok := s.claim(e)
+		body, err := readBounded(s.path(e.name), true, maxRequestBytes)
+		c, ok := s.claim(e, body, err)
 		require.True(t, ok)
 		claims = append(claims, c)
 	}

@@ -253,10 +253,11 @@ func (s *sweeper) settle(c claim, o outcome) {
 		}
 	}
 	if s.publish(c.id, ok, ok && o.json, text) {
-		// The marker goes before the ring: a woken script finds the call's
-		// bookkeeping finished.
+		// The ring first: the script's wait ends with the answer, and the
+		// marker's unlink is bookkeeping the sweep finishes meanwhile,
+		// before it settles.
+		s.cfg.Bells.RingFor(c.id)
 		_ = s.remove(markerName(c.id))
-		s.cfg.Bells.Ring()
 		reportRoundTrip(&s.cfg, c, ok, o.blocked)
 	} else {
 		s.unanswered++ // its marker stays for recovery

@@ -25,20 +25,23 @@
 // ledger); a sweep that ignores its cancellation is abandoned and its late
 // result refused by generation. A run differs only at its ends: no sweep
 // starts once its interpreter has exited, the sweep in flight then is
-// settled and the notifications present are drained once, and a sweep
+// settled and its last pass (notifications, unsettled markers) runs once, and a sweep
 // the run's own end cancelled keeps the figures it counted. The server's
 // callbacks (OnNotify, OnAuthFailure, OnRoundTrip, tools,
 // policy) must not call back into the same server. The two observers feed
 // telemetry and metrics: a failed authentication, and a helper call's
 // tool, duration and outcome, never its arguments or content.
 //
-// Wake-ups: the shim rings a doorbell pipe (internal/bell) after
-// publishing a frame and the pump rings back after each response, so a
-// call is swept at once; polling is only a slow fallback. A ring carries
-// no authority, only "look at the directory now", and a flood of rings is
-// absorbed by coalescing and by a backoff after sweeps that found nothing.
-// A kernel's bells are shared by the servers of its queued cells: each
-// subscribes, and every ring wakes every subscriber.
+// Wake-ups: the shim rings a doorbell pipe (internal/bell) with the name
+// of each request it publishes and the pump rings back with the id of
+// each response, so a call is claimed at once, by opening the named file
+// without listing the directory; a plain ring, and a slow fallback timer,
+// list it. A ring carries no authority, only where to look: a named file
+// is checked exactly as a listed one, and a flood of rings is absorbed by
+// coalescing, by a bound on the names held and by a backoff after sweeps
+// that found nothing. A kernel's bells are shared by the servers of its
+// queued cells: each subscribes, gets every name and looks for it in its
+// own directory only.
 //
 // Approvals (docs/protocol.md, Approvals): a call its Policy requires
 // approval for, when Config.Approvals is set, is held in its dispatch until
@@ -51,8 +54,9 @@
 // never runs. Policy denial comes first and never prompts.
 //
 // The pump may call tools (through the tools.Tool interface, with a context
-// derived from the run's), the approval broker, privatetmp (to publish
-// responses), internal/bell and zerolog.
+// derived from the run's), the approval broker, internal/bell and
+// zerolog; it publishes responses as privatetmp.WriteFile does, with its
+// own system calls (response.go).
 // It must never recurse into or delete a directory in the rpc directory
 // (hygiene is a plain unlink of files and links), never follow a link when
 // writing, never log or echo the token, and never dispatch a request after

@@ -127,7 +127,10 @@ type harness struct {
 	// sweeps; bridge is what its lone sweeps share.
 	hooks  hooks
 	bridge bridge
-	// reqNames are the names requests were last published under, by id.
+	// reqNames are the names requests were last published under, by id,
+	// guarded by namesMu: a server's sweep reads them through a test's
+	// observer, and only the file system orders that read after the write.
+	namesMu  sync.Mutex
 	reqNames map[int64]string
 }
 
@@ -209,7 +212,9 @@ func (h *harness) requestWithToken(id int64, token any, tool string, params map[
 // publishRequest publishes body as id's request under name.
 func (h *harness) publishRequest(id int64, name string, body []byte) {
 	h.t.Helper()
+	h.namesMu.Lock()
 	h.reqNames[id] = name
+	h.namesMu.Unlock()
 	h.publish(name, body)
 }
 
@@ -221,6 +226,8 @@ func (h *harness) requestBody(id int64, body []byte) {
 
 // reqName is the name id's request was last published under.
 func (h *harness) reqName(id int64) string {
+	h.namesMu.Lock()
+	defer h.namesMu.Unlock()
 	if name, ok := h.reqNames[id]; ok {
 		return name
 	}

@@ -25,6 +25,29 @@ func (s *sweeper) drainNotifications() {
 	s.forwardNotifications(l.notifies)
 }
 
+// drainListing is a server's last look at its directory before its stats
+// are read (DrainAndStats, Stop, a run's end): it forwards the
+// notifications and settles the markers no sweep settled, as a sweep's
+// listing would. A named call's sweep lists nothing, so a marker planted
+// beside it is found here at the latest and counted. The markers of ids
+// already charged are left alone: they are an ended run's abandoned
+// claims, left for its teardown. Requests are never claimed here.
+func (s *sweeper) drainListing() {
+	l, err := listDir(s.cfg.Dir)
+	if err != nil {
+		s.cfg.Logger.Warn().Err(err).Msg("execute_code rpc notification drain failed")
+		return
+	}
+	unsettled := l.markers[:0]
+	for _, e := range l.markers {
+		if !e.valid || !s.stats.seen(e.n) {
+			unsettled = append(unsettled, e)
+		}
+	}
+	s.recoverMarkers(unsettled, nil)
+	s.forwardNotifications(l.notifies)
+}
+
 // forwardNotifications consumes frames in ascending n. Every frame is
 // deleted before it is read. One whose name or MAC fails, or that repeats
 // a number already forwarded (a genuine frame copied back after it was

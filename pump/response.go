@@ -2,12 +2,17 @@ package pump
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/executecode/executecode/privatetmp"
+	"golang.org/x/sys/unix"
 )
 
 // maxResponseRead bounds what recovery reads of a surviving response. The
@@ -130,7 +135,7 @@ func appendU(b []byte, r rune) []byte {
 // followed). A failure is logged and otherwise ignored: a dispatched id's
 // surviving marker makes the next sweep's recovery answer it.
 func (s *sweeper) publish(id int64, ok, asJSON bool, text string) bool {
-	if err := privatetmp.WriteFile(s.cfg.Dir, responseName(id), encodeAnswer(s.cfg.Token, id, ok, asJSON, text)); err != nil {
+	if err := writeResponse(s.cfg.Dir, id, encodeAnswer(s.cfg.Token, id, ok, asJSON, text)); err != nil {
 		s.cfg.Logger.Warn().Msgf("execute_code rpc response write failed: %v", err)
 		return false
 	}
@@ -140,7 +145,7 @@ func (s *sweeper) publish(id int64, ok, asJSON bool, text string) bool {
 // answer publishes an error response and rings the shim.
 func (s *sweeper) answer(id int64, msg string) {
 	if s.publish(id, false, false, msg) {
-		s.cfg.Bells.Ring()
+		s.cfg.Bells.RingFor(id)
 	}
 }
 
@@ -152,11 +157,11 @@ func (s *sweeper) refuseUnauthenticated(id int64) {
 	if isRegular(s.path(responseName(id))) {
 		return
 	}
-	if err := privatetmp.WriteFile(s.cfg.Dir, responseName(id), unauthenticatedAnswer(id)); err != nil {
+	if err := writeResponse(s.cfg.Dir, id, unauthenticatedAnswer(id)); err != nil {
 		s.cfg.Logger.Warn().Msgf("execute_code rpc response write failed: %v", err)
 		return
 	}
-	s.cfg.Bells.Ring()
+	s.cfg.Bells.RingFor(id)
 }
 
 // answered reports whether id has an authenticated response: a regular
@@ -203,4 +208,72 @@ func (s *sweeper) readSuccess(id int64) (string, bool) {
 		return "", false
 	}
 	return content, true
+}
+
+// writeResponse publishes res-<id>.json as privatetmp.WriteFile does,
+// through a hidden reservation (.res-<id>-XXXXXXXXXX, created exclusively
+// at 0600 without following a link) renamed over the name, in five system
+// calls: the reservation never enters the runtime's poller, and it is not
+// checked after its creation, since O_EXCL in the bridge's own 0700
+// directory makes it this process's new file and a umask can only take
+// permissions away. Its suffix needs to be unpredictable to the script,
+// which could otherwise plant the names ahead, not secret: the runtime's
+// per-thread ChaCha8 generator is that, without a system call.
+func writeResponse(dir string, id int64, data []byte) error {
+	final := dir + "/" + responseName(id)
+	var name [64]byte
+	for range reserveAttempts {
+		tmp := strconv.AppendInt(append(append(name[:0], dir...), "/."+KindResponse+"-"...), id, 10)
+		tmp = appendSuffix(append(tmp, '-'))
+		path := string(tmp)
+		fd, err := ignoringEINTR(func() (int, error) {
+			return unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		})
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", responseName(id), &fs.PathError{Op: "open", Path: path, Err: err})
+		}
+		werr := writeAll(fd, data)
+		if cerr := unix.Close(fd); werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = unix.Rename(path, final)
+		}
+		if werr != nil {
+			_ = unix.Unlink(path)
+			return fmt.Errorf("write %s: %w", responseName(id), werr)
+		}
+		return nil
+	}
+	return fmt.Errorf("write %s: no free reservation after %d attempts", responseName(id), reserveAttempts)
+}
+
+// reserveAttempts is privatetmp's bound on reservation retries.
+const reserveAttempts = 100
+
+const suffixAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// appendSuffix appends ten characters drawn uniformly from suffixAlphabet.
+func appendSuffix(b []byte) []byte {
+	for range 10 {
+		b = append(b, suffixAlphabet[rand.IntN(len(suffixAlphabet))])
+	}
+	return b
+}
+
+func writeAll(fd int, data []byte) error {
+	for len(data) > 0 {
+		n, err := ignoringEINTR(func() (int, error) { return unix.Write(fd, data) })
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		data = data[n:]
+	}
+	return nil
 }

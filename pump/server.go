@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/executecode/executecode/internal/bell"
 )
 
 // errStopped is what DrainAndStats returns once the server is gone; the
@@ -34,14 +36,13 @@ const abortWait = 25 * time.Millisecond
 // synchronously, before the spend it records, so it stays readable after a
 // sweep is abandoned.
 type Server struct {
-	cfg         Config
-	bridge      bridge
-	hooks       hooks
-	cell        context.Context
-	abortCell   context.CancelFunc
-	wake        <-chan struct{}
-	unsubscribe func()
-	tasks       *taskGroup
+	cfg       Config
+	bridge    bridge
+	hooks     hooks
+	cell      context.Context
+	abortCell context.CancelFunc
+	bell      *bell.Subscription
+	tasks     *taskGroup
 
 	// A run's server (StartRun) also watches its interpreter's exit and
 	// its context's end; a session cell's has neither.
@@ -85,6 +86,9 @@ type flight struct {
 	gen      uint64
 	cancel   context.CancelFunc
 	fromWake bool
+	// named says the sweep opened only the requests the bell named
+	// instead of listing the directory.
+	named bool
 }
 
 // sweepResult is what a sweep goroutine reports, exactly once.
@@ -187,7 +191,7 @@ func newServer(parent context.Context, cfg Config, h hooks) *Server {
 
 // start subscribes to the bells and starts the loop.
 func (s *Server) start() {
-	s.wake, s.unsubscribe = s.cfg.Bells.Subscribe()
+	s.bell = s.cfg.Bells.Listen()
 	s.tasks.add()
 	go s.loop()
 }
@@ -262,7 +266,7 @@ func (s *Server) Stop(ctx context.Context) {
 func (s *Server) loop() {
 	defer s.tasks.done()
 	defer close(s.done)
-	defer s.unsubscribe()
+	defer s.bell.Cancel()
 
 	l := &loopState{
 		s:       s,
@@ -322,19 +326,19 @@ func (s *Server) loop() {
 			case s.flight != nil:
 				l.wakePending = true
 			case l.mayStart():
-				s.startSweep(true)
+				s.startWakeSweep()
 			}
 
 		case <-pauseC:
 			l.paused = false
 			if l.wakePending && s.flight == nil && l.mayStart() {
 				l.wakePending = false
-				s.startSweep(true)
+				s.startWakeSweep()
 			}
 
 		case <-pollC:
 			if l.mayStart() {
-				s.startSweep(false)
+				s.startSweep(false, nil)
 			}
 		}
 	}
@@ -363,7 +367,7 @@ func (l *loopState) armed() (wake <-chan struct{}, pause, poll <-chan time.Time)
 	if l.aborted || l.exited {
 		return nil, nil, nil
 	}
-	wake = l.s.wake
+	wake = l.s.bell.C
 	if l.paused {
 		wake, pause = nil, l.pause.C
 	}
@@ -408,7 +412,7 @@ func (l *loopState) settled(r sweepResult) {
 		s.refuseStale(r)
 		return
 	}
-	fromWake := s.flight.fromWake
+	fromWake, named := s.flight.fromWake, s.flight.named
 	s.settle(r)
 	l.answer()
 	if l.aborted || l.exited {
@@ -425,10 +429,15 @@ func (l *loopState) settled(r sweepResult) {
 		l.pause.Reset(d)
 		l.paused = true
 	}
-	l.poll.Reset(s.cfg.PollInterval)
+	if !named {
+		// Only a listing restarts the fallback: a stream of named calls
+		// must not keep a file planted without a ring (or named with a
+		// ring dropped past MaxPending) from ever being listed.
+		l.poll.Reset(s.cfg.PollInterval)
+	}
 	if l.wakePending && !l.paused && l.mayStart() {
 		l.wakePending = false
-		s.startSweep(true)
+		s.startWakeSweep()
 	}
 }
 
@@ -440,21 +449,36 @@ func (s *Server) finish() {
 	s.final = s.stats.Clone()
 }
 
+// startWakeSweep serves what the bell delivered: the requests it named,
+// or a listing when a plain ring (or more names than a listener holds)
+// asked for one. A wake-up whose names an earlier sweep already took
+// starts nothing.
+func (s *Server) startWakeSweep() {
+	names, look := s.bell.Take()
+	switch {
+	case look:
+		s.startSweep(true, nil)
+	case len(names) > 0:
+		s.startSweep(true, names)
+	}
+}
+
 // startSweep runs the next sweep on a copy of the stats: the copy becomes
 // the stats only if the sweep completes. Until it is settled the loop
-// leaves the stats alone, whose replay memory the copy reads.
-func (s *Server) startSweep(fromWake bool) {
+// leaves the stats alone, whose replay memory the copy reads. names nil
+// lists the directory; otherwise the sweep opens only the requests named.
+func (s *Server) startSweep(fromWake bool, names []string) {
 	s.gen++
 	ctx, cancel := context.WithCancel(s.cell)
-	s.flight = &flight{gen: s.gen, cancel: cancel, fromWake: fromWake}
+	s.flight = &flight{gen: s.gen, cancel: cancel, fromWake: fromWake, named: names != nil}
 	s.tasks.add()
-	go s.sweep(ctx, s.gen, s.stats.forSweep())
+	go s.sweep(ctx, s.gen, s.stats.forSweep(), names)
 }
 
 // sweep is one sweep's goroutine. A panic or an exit of the body is
 // contained here and reported as a fault, and the report always arrives
 // unless the loop has ended.
-func (s *Server) sweep(ctx context.Context, gen uint64, stats Stats) {
+func (s *Server) sweep(ctx context.Context, gen uint64, stats Stats, names []string) {
 	defer s.tasks.done()
 	r := sweepResult{gen: gen}
 	finished := false
@@ -471,6 +495,7 @@ func (s *Server) sweep(ctx context.Context, gen uint64, stats Stats) {
 		}
 	}()
 	sw := s.sweeper(&stats)
+	sw.names = names
 	r.err = sw.run(ctx)
 	r.stats, r.progress, r.abandoned, r.unanswered = stats, sw.progress, sw.abandoned, sw.unanswered
 	finished = true

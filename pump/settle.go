@@ -108,12 +108,13 @@ func (s *Server) recoverClaims(ledger claimLedger) {
 	s.stats = stats
 }
 
-// drain is the notification-only pass of DrainAndStats, Stop and a run's
-// end, on the server's stats. A failure is logged and ignored.
+// drain is the last pass of DrainAndStats, Stop and a run's end, on the
+// server's stats: notifications and unsettled markers, never a request
+// (drainListing). A failure is logged and ignored.
 func (s *Server) drain() {
 	stats := s.stats.Clone()
 	err := s.contain(func() error {
-		s.sweeper(&stats).drainNotifications()
+		s.sweeper(&stats).drainListing()
 		return nil
 	})
 	if err != nil {

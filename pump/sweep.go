@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/executecode/executecode/approval"
@@ -34,6 +36,9 @@ func (s *sweeper) run(ctx context.Context) error {
 	// Done is the "sweep died" an approval watcher waits for.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if s.names != nil {
+		return s.dispatch(ctx, s.claimNamed(ctx))
+	}
 	l, err := listDir(s.cfg.Dir)
 	if err != nil {
 		return err
@@ -52,11 +57,52 @@ func (s *sweeper) run(ctx context.Context) error {
 			_ = s.remove(e.name)
 			continue
 		}
-		if c, ok := s.claim(e); ok {
+		body, err := readBounded(s.path(e.name), true, maxRequestBytes)
+		if c, ok := s.claim(e, body, err); ok {
 			claims = append(claims, c)
 		}
 	}
 	return s.dispatch(ctx, claims)
+}
+
+// claimNamed is a sweep of the requests the bell named, without a
+// listing (docs/protocol.md, Doorbells). A name is the script's word, so
+// it only says which file to open: the file is then read and claimed
+// exactly as a listed one. What a name does not lead to, a regular file
+// under a request name the shim writes, is left for the next listing,
+// which handles it as it always did: a name of no such file, a symlink,
+// a FIFO or a directory, a name without a MAC. The names are deduplicated
+// and claimed in ascending id, at most MaxRequestsPerSweep of them, as a
+// listing selects.
+func (s *sweeper) claimNamed(ctx context.Context) []claim {
+	requests := make([]entry, 0, len(s.names))
+	for _, n := range s.names {
+		name := reqPrefix + n + jsonSuffix
+		f, _ := parseFrameName(name, reqPrefix)
+		if !f.numbered || f.mac == "" {
+			continue
+		}
+		requests = append(requests, entry{name: name, n: f.n, valid: true, num: f.num, mac: f.mac})
+	}
+	sortEntries(requests)
+	requests = slices.CompactFunc(requests, func(a, b entry) bool { return a.name == b.name })
+	selected := requests[:min(len(requests), s.cfg.MaxRequestsPerSweep)]
+	claims := make([]claim, 0, len(selected))
+	for _, e := range selected {
+		if ctx.Err() != nil {
+			break
+		}
+		// Never followed: a listing would keep a symlink and refuse it
+		// as unauthenticated, and it is left to one.
+		body, err := readBounded(s.path(e.name), false, maxRequestBytes)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, errNotRegular) {
+			continue
+		}
+		if c, ok := s.claim(e, body, err); ok {
+			claims = append(claims, c)
+		}
+	}
+	return claims
 }
 
 // claim runs the claim step (docs/protocol.md, A helper call, step by
@@ -66,9 +112,8 @@ func (s *sweeper) run(ctx context.Context) error {
 // one that fails authentication while something sits at its response
 // name: an unauthenticated file must never replace a real answer. The
 // answer to an unauthenticated request is itself unauthenticated.
-func (s *sweeper) claim(e entry) (claim, bool) {
+func (s *sweeper) claim(e entry, body []byte, err error) (claim, bool) {
 	id := e.n
-	body, err := readBounded(s.path(e.name), true, maxRequestBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return claim{}, false // withdrawn since the listing: nothing to answer
 	}

@@ -243,6 +243,8 @@ type bellPipes struct {
 	responseRead, responseWrite *os.File
 	rings                       atomic.Int64
 	drained                     chan struct{}
+	// rung is every byte the shim rang, read once drained is closed.
+	rung []byte
 }
 
 func newBellPipes(t testing.TB) *bellPipes {
@@ -280,6 +282,7 @@ func (b *bellPipes) countRings() {
 	for {
 		n, err := b.requestRead.Read(buf)
 		b.rings.Add(int64(n))
+		b.rung = append(b.rung, buf[:n]...)
 		if err != nil {
 			return
 		}
@@ -290,12 +293,24 @@ func (b *bellPipes) countRings() {
 // returns how many bytes the shim rang in total.
 func (b *bellPipes) ringsAfterExit(t testing.TB) int64 {
 	t.Helper()
+	b.waitDrained(t)
+	return b.rings.Load()
+}
+
+// rungAfterExit waits as ringsAfterExit and returns the bytes rung.
+func (b *bellPipes) rungAfterExit(t testing.TB) []byte {
+	t.Helper()
+	b.waitDrained(t)
+	return b.rung
+}
+
+func (b *bellPipes) waitDrained(t testing.TB) {
+	t.Helper()
 	select {
 	case <-b.drained:
 	case <-time.After(10 * time.Second):
 		t.Fatal("request bell never reached EOF")
 	}
-	return b.rings.Load()
 }
 
 // request is a request file as the responder read it.
@@ -309,6 +324,7 @@ type request struct {
 	Token     string `json:"-"`
 	BodyToken any    `json:"token"`
 	file      int    // id from the file name
+	name      string // the file name it was published under
 }
 
 // responder is a minimal host: it picks up published requests and lets
@@ -316,6 +332,7 @@ type request struct {
 type responder struct {
 	dir      string
 	ring     *os.File // nil: never ring
+	ids      bool     // ring with the answered id and a newline
 	requests chan request
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -368,6 +385,7 @@ func (r *responder) scan(ctx context.Context) {
 				req = request{}
 			}
 			req.file, _ = strconv.Atoi(m[1])
+			req.name = e.Name()
 			req.Token = tokenOf(pump.KindRequest, m[1], body, m[2])
 			r.mu.Lock()
 			r.keys[req.file] = req.Token
@@ -467,7 +485,11 @@ func (r *responder) publish(t testing.TB, id int, raw []byte) {
 	require.NoError(t, os.WriteFile(tmp, raw, 0o600))
 	require.NoError(t, os.Rename(tmp, filepath.Join(r.dir, fmt.Sprintf("res-%d.json", id))))
 	if r.ring != nil {
-		if _, err := r.ring.Write([]byte{1}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		ring := []byte{1}
+		if r.ids {
+			ring = []byte(fmt.Sprintf("%d\n", id))
+		}
+		if _, err := r.ring.Write(ring); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			require.NoError(t, err)
 		}
 	}

@@ -18,12 +18,14 @@ type wakeMode struct {
 	name  string
 	bells bool // configure bells=(3, 4)
 	ring  bool // the responder rings the response bell
+	ids   bool // with the answered id, as the pump does, not a plain byte
 }
 
 var wakeModes = []wakeMode{
-	{"polling", false, false},
-	{"doorbell", true, true},
-	{"doorbell never rung", true, false},
+	{"polling", false, false, false},
+	{"doorbell", true, true, false},
+	{"doorbell never rung", true, false, false},
+	{"doorbell naming the answered id", true, true, true},
 }
 
 // bridgeRun is a started script with a responder serving its rpc dir.
@@ -52,6 +54,7 @@ func startBridgeRun(t *testing.T, mode wakeMode, tools []string, script string) 
 		}
 	}
 	run.host = startResponder(t, s.rpc, ring)
+	run.host.ids = mode.ids
 	run.proc = s.start(t, script, extra...)
 	if run.bells != nil {
 		run.bells.releaseChildEnds()
@@ -237,12 +240,18 @@ notify("two")
 text("not rung")
 print(read("b"))
 `)
+	var names []string
 	for range 2 {
 		req := run.host.next(t)
+		names = append(names, req.name)
 		run.host.answer(t, req.file, okResponse(req.file, "fine"))
 	}
 	assert.Equal(t, "fine\n", requireClean(t, run.proc.wait()))
-	assert.Equal(t, int64(4), run.bells.ringsAfterExit(t))
+	// A request is rung with its name, the part between "req-" and
+	// ".json", and a newline; a notification with one plain byte.
+	want := "\x00" + strings.TrimSuffix(strings.TrimPrefix(names[0], "req-"), ".json") + "\n" +
+		"\x00" + strings.TrimSuffix(strings.TrimPrefix(names[1], "req-"), ".json") + "\n"
+	assert.Equal(t, want, string(run.bells.rungAfterExit(t)))
 }
 
 func TestShimFallsBackToPollingWhenTheHostClosesItsBell(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -22,12 +23,12 @@ type Pair struct {
 	drained chan struct{}
 
 	subMu sync.Mutex
-	subs  map[chan struct{}]struct{}
-	// unheard says a ring arrived while nobody was subscribed; the next
+	subs  map[*Subscription]struct{}
+	// unheard holds what arrived while nobody was subscribed; the next
 	// subscriber starts with it pending. A server subscribes only after
 	// its interpreter has started, and a request published and rung in
-	// between must still be swept at once.
-	unheard bool
+	// between must still be served at once.
+	unheard pending
 
 	childOnce sync.Once
 	childErr  error
@@ -54,7 +55,7 @@ func New() (*Pair, error) {
 		reqRead: reqRead, reqWrite: reqWrite,
 		respRead: respRead, respWrite: respWrite,
 		drained: make(chan struct{}),
-		subs:    map[chan struct{}]struct{}{},
+		subs:    map[*Subscription]struct{}{},
 	}
 	if p.ringConn, err = respWrite.SyscallConn(); err != nil {
 		reqRead.Close()
@@ -70,14 +71,26 @@ func New() (*Pair, error) {
 // drain turns any number of request-bell bytes into one pending wake-up
 // per subscriber: each read takes everything available, and the sends
 // never block, so a flood costs one wake-up per read, not one per byte.
-// It ends when the bell is closed or every writer is gone.
+// The names a read carries are handed to every subscriber with it. It
+// ends when the bell is closed or every writer is gone.
 func (p *Pair) drain() {
 	defer close(p.drained)
 	buf := make([]byte, 4096)
+	var d Decoder
+	var names []string
 	for {
 		n, err := p.reqRead.Read(buf)
 		if n > 0 {
-			p.broadcast()
+			names = names[:0]
+			look := d.Feed(buf[:n], func(name []byte) {
+				// A read of 4096 bytes holds at most 4096/2 records, so
+				// this never grows past that; deliver bounds what each
+				// subscriber keeps.
+				names = append(names, string(name))
+			})
+			if look || len(names) > 0 {
+				p.deliver(names, look)
+			}
 		}
 		if err != nil {
 			return
@@ -85,52 +98,135 @@ func (p *Pair) drain() {
 	}
 }
 
-// broadcast gives every subscriber a pending wake-up, or keeps the ring
-// for the next one when there is none. A ring does not say whose cell
-// published, so every server of the kernel looks at its own directory;
-// one that finds nothing has lost a listing, nothing more.
-func (p *Pair) broadcast() {
+// deliver gives every subscriber the names and a pending wake-up, or
+// keeps them for the next one when there is none. A ring does not say
+// whose cell published, so every server of the kernel gets every name
+// and looks in its own directory; one that finds nothing there has lost
+// an open, nothing more.
+func (p *Pair) deliver(names []string, look bool) {
 	p.subMu.Lock()
 	defer p.subMu.Unlock()
 	if len(p.subs) == 0 {
-		p.unheard = true
+		p.unheard.add(names, look)
 		return
 	}
-	for ch := range p.subs {
+	for s := range p.subs {
+		if !s.plain {
+			s.pending.add(names, look)
+		}
 		select {
-		case ch <- struct{}{}:
+		case s.ch <- struct{}{}:
 		default: // a wake-up is already pending
 		}
 	}
 }
 
+// MaxPending bounds the names a subscriber holds between two Takes. Past
+// it further names are dropped and the subscriber is asked to list
+// instead, which finds them all: a flood of names costs one listing, and
+// a subscriber that never takes holds at most this many.
+const MaxPending = 128
+
+// pending is what a subscriber has not taken yet.
+type pending struct {
+	names []string
+	look  bool
+}
+
+func (w *pending) add(names []string, look bool) {
+	w.look = w.look || look
+	for _, n := range names {
+		if len(w.names) >= MaxPending {
+			w.look = true
+			return
+		}
+		w.names = append(w.names, n)
+	}
+}
+
+// Subscription receives the request bell's wake-ups and names from the
+// moment it was made. Several session servers of one kernel (its queued
+// cells) may be subscribed at once; each gets every wake-up and every
+// name.
+type Subscription struct {
+	// C receives a wake-up whenever the bell rang since the last one was
+	// received, coalesced to at most one pending. It is never closed;
+	// after Cancel it stops receiving. Nil for a nil Pair: it never wakes.
+	C     <-chan struct{}
+	ch    chan struct{}
+	p     *Pair
+	plain bool // names are not kept: Subscribe's wake-only channel
+	once  sync.Once
+	// pending is guarded by p.subMu.
+	pending pending
+}
+
+// Listen subscribes to the bell's wake-ups and names. The subscription
+// starts with what arrived while nobody was subscribed pending. A nil
+// Pair returns a subscription that never wakes.
+func (p *Pair) Listen() *Subscription {
+	return p.listen(false)
+}
+
+func (p *Pair) listen(plain bool) *Subscription {
+	if p == nil {
+		return &Subscription{}
+	}
+	ch := make(chan struct{}, 1)
+	s := &Subscription{C: ch, ch: ch, p: p, plain: plain}
+	p.subMu.Lock()
+	if p.unheard.look || len(p.unheard.names) > 0 {
+		if !plain {
+			s.pending = p.unheard
+		}
+		p.unheard = pending{}
+		ch <- struct{}{}
+	}
+	p.subs[s] = struct{}{}
+	p.subMu.Unlock()
+	return s
+}
+
+// Take returns the names delivered since the last Take, in the order they
+// were rung and possibly repeated, and whether a plain ring (or more
+// names than MaxPending) asked for a listing meanwhile. The names are
+// untrusted: each is at most MaxName bytes of [0-9a-f+-], nothing more
+// is promised.
+func (s *Subscription) Take() (names []string, look bool) {
+	if s.p == nil {
+		return nil, false
+	}
+	s.p.subMu.Lock()
+	defer s.p.subMu.Unlock()
+	w := s.pending
+	s.pending = pending{}
+	return w.names, w.look
+}
+
+// Cancel ends the subscription; it is idempotent.
+func (s *Subscription) Cancel() {
+	if s.p == nil {
+		return
+	}
+	s.once.Do(func() {
+		s.p.subMu.Lock()
+		delete(s.p.subs, s)
+		s.pending = pending{}
+		s.p.subMu.Unlock()
+	})
+}
+
 // Subscribe returns a channel that receives every request-bell wake-up
 // from now on, coalesced to at most one pending, and the function that
 // ends the subscription (idempotent; the channel is never closed, it just
-// stops receiving). The channel starts with a wake-up pending when a ring
-// arrived while nobody was subscribed. Several session servers of one
-// kernel (its queued cells) may be subscribed at once. A nil Pair never
-// wakes.
+// stops receiving). It keeps no names: it is Listen for a caller that
+// only needs to know the bell rang. A nil Pair never wakes.
 func (p *Pair) Subscribe() (wake <-chan struct{}, cancel func()) {
 	if p == nil {
 		return nil, func() {}
 	}
-	ch := make(chan struct{}, 1)
-	p.subMu.Lock()
-	p.subs[ch] = struct{}{}
-	if p.unheard {
-		p.unheard = false
-		ch <- struct{}{}
-	}
-	p.subMu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			p.subMu.Lock()
-			delete(p.subs, ch)
-			p.subMu.Unlock()
-		})
-	}
+	s := p.listen(true)
+	return s.C, s.Cancel
 }
 
 // ChildFiles returns the child's ends in fd order, for exec.Cmd.ExtraFiles:
@@ -151,15 +247,31 @@ func (p *Pair) CloseChildEnds() error {
 
 var ring = [1]byte{1}
 
-// Ring writes one byte on the response bell without ever blocking: a full
-// pipe already holds an unread ring, and a gone reader needs none. A nil
-// Pair does nothing.
+// Ring writes one plain ring on the response bell without ever blocking:
+// a full pipe already holds an unread ring, and a gone reader needs none.
+// Every waiting thread of the shim looks. A nil Pair does nothing.
 func (p *Pair) Ring() {
 	if p == nil {
 		return
 	}
+	p.write(ring[:])
+}
+
+// RingFor rings the response bell for the answer to call id: its decimal
+// digits and a newline, which wake the shim's thread that waits for it
+// (docs/protocol.md, Doorbells). It never blocks; a nil Pair does
+// nothing.
+func (p *Pair) RingFor(id int64) {
+	if p == nil {
+		return
+	}
+	var b [24]byte
+	p.write(append(strconv.AppendInt(b[:0], id, 10), '\n'))
+}
+
+func (p *Pair) write(b []byte) {
 	_ = p.ringConn.Write(func(fd uintptr) bool {
-		_, _ = syscall.Write(int(fd), ring[:])
+		_, _ = syscall.Write(int(fd), b)
 		return true // never wait for writability
 	})
 }

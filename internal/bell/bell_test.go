@@ -1,6 +1,7 @@
 package bell
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -204,4 +205,150 @@ func TestNilBellsSubscriptionNeverWakes(t *testing.T) {
 	ch, cancel := b.Subscribe()
 	assert.Nil(t, ch)
 	cancel()
+}
+
+// ringName is what the shim writes after publishing request name.
+func ringName(t *testing.T, b *Pair, names ...string) {
+	t.Helper()
+	var buf []byte
+	for _, n := range names {
+		buf = append(buf, n...)
+		buf = append(buf, '\n')
+	}
+	_, err := b.ChildFiles()[0].Write(buf)
+	require.NoError(t, err)
+}
+
+// takeUntil takes from s until want names arrived (or a plain ring did,
+// when wantLook), with a hang guard.
+func takeUntil(t *testing.T, s *Subscription, want int, wantLook bool) ([]string, bool) {
+	t.Helper()
+	var names []string
+	look := false
+	for len(names) < want || wantLook && !look {
+		nextWake(t, s.C)
+		n, l := s.Take()
+		names = append(names, n...)
+		look = look || l
+	}
+	return names, look
+}
+
+func TestANamedRingReachesEveryListenerWithItsName(t *testing.T) {
+	b, err := New()
+	require.NoError(t, err)
+	defer b.Close()
+	first, second := b.Listen(), b.Listen()
+	defer first.Cancel()
+	defer second.Cancel()
+	ringName(t, b, "3-"+mac)
+	for _, s := range []*Subscription{first, second} {
+		names, look := takeUntil(t, s, 1, false)
+		assert.Equal(t, []string{"3-" + mac}, names)
+		assert.False(t, look, "a named ring asks for no listing")
+	}
+	names, look := first.Take()
+	assert.Empty(t, names, "taken once")
+	assert.False(t, look)
+}
+
+func TestAPlainRingAsksListenersToLook(t *testing.T) {
+	b, err := New()
+	require.NoError(t, err)
+	defer b.Close()
+	s := b.Listen()
+	defer s.Cancel()
+	ringHost(t, b)
+	names, look := takeUntil(t, s, 0, true)
+	assert.Empty(t, names)
+	assert.True(t, look)
+}
+
+func TestAFloodOfNamesIsBoundedAndBecomesALook(t *testing.T) {
+	b, err := New()
+	require.NoError(t, err)
+	s := b.Listen()
+	defer s.Cancel()
+	var names []string
+	for i := range 10 * MaxPending {
+		names = append(names, fmt.Sprintf("%d-%s", i, mac))
+	}
+	w := b.ChildFiles()[0]
+	for _, n := range names {
+		_, err := w.Write([]byte(n + "\n"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, b.CloseChildEnds())
+	<-b.drained
+	got, look := s.Take()
+	assert.Len(t, got, MaxPending, "never more than MaxPending names held")
+	assert.Equal(t, names[:MaxPending], got, "in the order rung")
+	assert.True(t, look, "the names dropped are found by a listing")
+	require.NoError(t, b.Close())
+}
+
+func TestNamesRungBeforeAnyoneListenedGoToTheFirstListener(t *testing.T) {
+	b, err := New()
+	require.NoError(t, err)
+	ringName(t, b, "1-"+mac, "2-"+mac)
+	require.NoError(t, b.CloseChildEnds())
+	<-b.drained
+	first := b.Listen()
+	defer first.Cancel()
+	assert.True(t, received(first.C))
+	names, look := first.Take()
+	assert.Equal(t, []string{"1-" + mac, "2-" + mac}, names)
+	assert.False(t, look)
+	second := b.Listen()
+	defer second.Cancel()
+	assert.False(t, received(second.C), "handed over once")
+	require.NoError(t, b.Close())
+}
+
+func TestAWakeOnlySubscriberKeepsNoNames(t *testing.T) {
+	b, err := New()
+	require.NoError(t, err)
+	wake, cancel := b.Subscribe()
+	defer cancel()
+	for i := range 4 * MaxPending {
+		ringName(t, b, fmt.Sprintf("%d-%s", i, mac))
+	}
+	require.NoError(t, b.CloseChildEnds())
+	<-b.drained
+	assert.Len(t, wake, 1)
+	b.subMu.Lock()
+	for s := range b.subs {
+		assert.Empty(t, s.pending.names)
+	}
+	b.subMu.Unlock()
+	require.NoError(t, b.Close())
+}
+
+func TestACancelledListenerHearsNothingMore(t *testing.T) {
+	opts := goleak.IgnoreCurrent()
+	b, err := New()
+	require.NoError(t, err)
+	s := b.Listen()
+	other := b.Listen()
+	s.Cancel()
+	s.Cancel() // idempotent
+	ringName(t, b, "9-"+mac)
+	takeUntil(t, other, 1, false)
+	other.Cancel()
+	require.NoError(t, b.Close())
+	assert.False(t, received(s.C))
+	names, look := s.Take()
+	assert.Empty(t, names)
+	assert.False(t, look)
+	goleak.VerifyNone(t, opts)
+}
+
+func TestNilBellsListenerNeverWakes(t *testing.T) {
+	var b *Pair
+	s := b.Listen()
+	assert.Nil(t, s.C)
+	names, look := s.Take()
+	assert.Empty(t, names)
+	assert.False(t, look)
+	s.Cancel()
 }
