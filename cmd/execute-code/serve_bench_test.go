@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	executecode "github.com/executecode/executecode"
@@ -41,9 +42,7 @@ type inProcessServe struct {
 func startInProcessServe(b *testing.B) *inProcessServe {
 	b.Helper()
 	root := b.TempDir() // before TMPDIR moves
-	tmp, err := os.MkdirTemp(benchTmpParent(), "execute-code-bench-")
-	require.NoError(b, err)
-	b.Setenv("TMPDIR", tmp)
+	tmp := benchTmpDir(b)
 	inR, inW, err := os.Pipe()
 	require.NoError(b, err)
 	outR, outW, err := os.Pipe()
@@ -60,19 +59,25 @@ func startInProcessServe(b *testing.B) *inProcessServe {
 		inR.Close()
 		outR.Close()
 		left, _ := os.ReadDir(tmp)
-		require.Empty(b, left, "serve left staging behind")
-		require.NoError(b, os.Remove(tmp))
+		assert.Empty(b, left, "serve left staging behind")
 	})
 	return s
 }
 
-// benchTmpParent is a tmpfs when there is one, where the runtime stages
-// by default.
-func benchTmpParent() string {
+// benchTmpDir makes the benchmark's TMPDIR on a tmpfs when there is one,
+// where the runtime stages by default; it is removed when the benchmark
+// ends, whatever it holds.
+func benchTmpDir(b *testing.B) string {
+	b.Helper()
+	parent := ""
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		return "/dev/shm"
+		parent = "/dev/shm"
 	}
-	return ""
+	tmp, err := os.MkdirTemp(parent, "execute-code-bench-")
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	b.Setenv("TMPDIR", tmp)
+	return tmp
 }
 
 // roundTrip writes line and reads the next answer line, which must
@@ -124,16 +129,17 @@ func BenchmarkServeLine(b *testing.B) {
 	// what serve adds is cell less api-cell.
 	b.Run("api-cell", func(b *testing.B) {
 		root := b.TempDir()
-		tmp, err := os.MkdirTemp(benchTmpParent(), "execute-code-bench-")
-		require.NoError(b, err)
-		defer os.Remove(tmp)
-		b.Setenv("TMPDIR", tmp)
+		tmp := benchTmpDir(b)
 		rt, err := newRuntime(common{root: root, mode: "session"}, zerolog.Nop())
 		require.NoError(b, err)
-		defer rt.Close(context.Background())
 		owner, err := rt.Attach(context.Background(), executecode.Scope{SessionID: "s", AgentID: "main"})
 		require.NoError(b, err)
-		defer owner.Detach(context.Background())
+		defer func() {
+			require.NoError(b, owner.Detach(context.Background()))
+			require.NoError(b, rt.Close(context.Background()))
+			left, _ := os.ReadDir(tmp)
+			assert.Empty(b, left, "the runtime left staging behind")
+		}()
 		cell := func() {
 			res, err := rt.Execute(context.Background(), executecode.Call{Script: "x = 1", Owner: owner})
 			require.NoError(b, err)
