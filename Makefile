@@ -69,7 +69,7 @@ acceptance: build
 # benchmark runs five times (-count 5) and reports its figures as ratios
 # to a floor measured in the same run (integration/perf_floor_test.go).
 # Everything printed is kept in BENCH_OUT, and the last step prints each
-# metric's median over the runs with its range. About 6 minutes.
+# metric's median over the runs with its range. About 5 minutes on 2 cores.
 BENCH_OUT ?= bin/bench.txt
 # bench_step runs one `go test` of the suite, printing and keeping its
 # output; the step fails as the test does.
