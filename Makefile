@@ -4,7 +4,7 @@ BIN     := bin/execute-code
 SHARED  ?= ../shared
 PYTHON  ?= python3
 
-.PHONY: build run test unit acceptance bench fuzz lint clean peers
+.PHONY: build run test unit acceptance bench bench-summary fuzz lint clean peers
 
 # Static (no cgo): nothing in the project needs cgo, and a static binary
 # skips the dynamic loader at every start.
@@ -65,10 +65,33 @@ acceptance: build
 	TMPDIR=$$tmp $(PYTHON) $(SHARED)/acceptance/run.py $(BIN) $(SHARED)/acceptance -m session -v || rc=1; \
 	rm -rf $$tmp; exit $$rc
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 5 ./integration/
-	$(GO) test -run '^$$' -bench . -benchmem ./pump/ ./tools/ ./kernelworker/ ./registry/
-	$(GO) test -run '^$$' -bench MCP -benchtime 300x -count 5 ./cmd/execute-code/
+# The benchmarks every performance goal is judged by: each integration
+# benchmark runs five times (-count 5) and reports its figures as ratios
+# to a floor measured in the same run (integration/perf_floor_test.go).
+# Everything printed is kept in BENCH_OUT, and the last step prints each
+# metric's median over the runs with its range. About 5 minutes on 2 cores.
+BENCH_OUT ?= bin/bench.txt
+# bench_step runs one `go test` of the suite, printing and keeping its
+# output; the step fails as the test does.
+bench_step = { $(GO) test -run '^$$' $(1); echo $$? > $(BENCH_OUT).rc; } 2>&1 | tee -a $(BENCH_OUT); \
+	rc=$$(cat $(BENCH_OUT).rc); rm -f $(BENCH_OUT).rc; exit $$rc
+bench: peers
+	@mkdir -p $(dir $(BENCH_OUT)) && : > $(BENCH_OUT)
+	$(call bench_step,-bench . -benchtime 1x -count 5 -timeout 30m ./integration/)
+	$(call bench_step,-bench . -benchmem ./pump/ ./tools/ ./kernelworker/ ./registry/)
+	$(call bench_step,-bench 'MCP|ServeLine' -benchmem -benchtime 300x -count 5 ./cmd/execute-code/)
+	@$(MAKE) --no-print-directory bench-summary
+
+# bench-summary prints each metric of BENCH_OUT: its median over the runs,
+# its range and the number of runs.
+bench-summary:
+	@echo "== median of the runs [min .. max] (n runs), from $(BENCH_OUT)"
+	@awk '/^pkg: / { n = split($$2, p, "/"); pkg = p[n] } \
+	  /^Benchmark/ { for (i = 3; i < NF; i += 2) print pkg "." $$1, $$(i+1), $$i }' $(BENCH_OUT) | sort -k1,1 -k2,2 -k3,3g | \
+	  awk 'function flush() { if (n == 0) return; m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2; \
+	      printf "%-46s %-36s %12.4g  [%.4g .. %.4g] (%d)\n", name, unit, m, v[1], v[n], n; n = 0 } \
+	    { if ($$1 " " $$2 != key) { flush(); key = $$1 " " $$2; name = $$1; unit = $$2 } v[++n] = $$3 } \
+	    END { flush() }'
 
 # Every fuzz target for FUZZTIME each; crashers land in testdata as seeds.
 FUZZTIME ?= 60s

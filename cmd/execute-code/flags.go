@@ -29,6 +29,9 @@ type common struct {
 	sandbox                       string
 	sampleHostTool                bool
 	mcp                           mcpFlags
+	// oneCall is set by run, which makes one call and exits: no
+	// interpreter is kept warm for a next call that never comes.
+	oneCall bool
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -126,9 +129,17 @@ func (c *common) load(log zerolog.Logger) (config.Config, error) {
 	if c.sandbox != "" {
 		over["sandbox"] = c.sandbox
 	}
+	if c.oneCall && slices.Contains(config.Keys(), warmKey) {
+		// Kept warm, an interpreter would start beside the script's own,
+		// competing for the cores, only to be killed at exit.
+		over[warmKey] = 0
+	}
 	return config.Load(config.Options{File: c.configFile, Cwd: cwd, Overrides: over, Logger: &log,
 		HostTools: c.hostTools(), HostToolPrefixes: c.mcp.prefixes()})
 }
+
+// warmKey is the configuration key of the interpreters kept warm.
+const warmKey = "warm_interpreters"
 
 // newFlagSet returns a flag set whose errors are returned, not printed.
 func newFlagSet(name string) *flag.FlagSet {

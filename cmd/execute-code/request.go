@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
 
+	executecode "github.com/executecode/executecode"
 	"github.com/executecode/executecode/approval"
 )
 
@@ -45,22 +47,48 @@ type (
 
 // readLine reads one line of at most limit bytes, its '\n' included; a
 // longer one is consumed to its end and reported as too long, with no
-// bytes.
-func readLine(r *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
+// bytes. A line that is whole in r's buffer is returned in place; one
+// that is not is assembled in *scratch (when not nil), which is kept for
+// the next line unless it grew large. Either is valid only until the
+// next read.
+func readLine(r *bufio.Reader, limit int, scratch *[]byte) (line []byte, tooLong bool, err error) {
+	chunk, err := r.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) && len(chunk) <= limit {
+		return chunk, false, err
+	}
 	var buf []byte
+	if scratch != nil {
+		buf = (*scratch)[:0]
+	}
 	for {
-		chunk, err := r.ReadSlice('\n')
 		if len(buf)+len(chunk) > limit {
 			tooLong = true
 			buf = buf[:0]
 		} else if !tooLong {
 			buf = append(buf, chunk...)
 		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			break
 		}
-		return buf, tooLong, err
+		chunk, err = r.ReadSlice('\n')
 	}
+	if scratch != nil {
+		*scratch = nil
+		if cap(buf) <= keptLine {
+			*scratch = buf[:0]
+		}
+	}
+	return buf, tooLong, err
+}
+
+// keptLine bounds the scratch buffer a long line leaves for the next.
+const keptLine = 1 << 20
+
+// lineBuffered: a whole line waits in r's buffer, so reading it cannot
+// block.
+func lineBuffered(r *bufio.Reader) bool {
+	b, _ := r.Peek(r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // decodeRequest checks one line as readLine returned it and reads its id
@@ -78,7 +106,7 @@ func decodeRequest(line []byte, tooLong bool) (request, error) {
 		return req, errors.New("request is not a JSON object: " + err.Error())
 	}
 	req.ID = req.raw["id"]
-	if op, ok := req.raw["op"]; !ok || json.Unmarshal(op, &req.Op) != nil {
+	if op, ok := req.raw["op"]; !ok || decodeValue(op, &req.Op) != nil {
 		return req, errors.New(`field "op" must be a string`)
 	}
 	return req, nil
@@ -116,6 +144,16 @@ func decodeDetach(req request) (detachArgs, error) {
 	return a, err
 }
 
+// call is the Call of an execute request, as executecode.CallFromParams
+// reads the same fields once decoded: an empty script is
+// ErrMissingScript; reset and timeout_ms have their types already.
+func (a executeArgs) call() (executecode.Call, error) {
+	if a.Script == "" {
+		return executecode.Call{}, executecode.ErrMissingScript
+	}
+	return executecode.Call{Script: a.Script, TimeoutMS: a.TimeoutMS, Reset: a.Reset}, nil
+}
+
 func decodeExecute(req request) (executeArgs, error) {
 	var a executeArgs
 	err := errors.Join(req.field("session", &a.Session, false), req.field("script", &a.Script, true),
@@ -149,8 +187,40 @@ func (req request) field(name string, v any, required bool) error {
 		}
 		return nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := decodeValue(raw, v); err != nil {
 		return fmt.Errorf("%s: field %q has the wrong type", req.Op, name)
 	}
 	return nil
+}
+
+// decodeValue is json.Unmarshal of one value of a line decodeRequest
+// accepted, with the common cases read directly: a string without
+// escapes (whose bytes, valid UTF-8 and free of control characters in a
+// valid line, are the string) and a boolean.
+func decodeValue(raw json.RawMessage, v any) error {
+	switch p := v.(type) {
+	case *string:
+		if s, ok := plainString(raw); ok {
+			*p = s
+			return nil
+		}
+	case *bool:
+		switch string(raw) {
+		case "true":
+			*p = true
+			return nil
+		case "false":
+			*p = false
+			return nil
+		}
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// plainString is the JSON string raw holds when it has no escapes.
+func plainString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || bytes.IndexByte(raw, '\\') >= 0 {
+		return "", false
+	}
+	return string(raw[1 : len(raw)-1]), true
 }

@@ -61,8 +61,9 @@ func FuzzServeLine(f *testing.F) {
 		// The smallest buffer bufio allows, so that long lines arrive in
 		// many chunks.
 		r := bufio.NewReaderSize(bytes.NewReader(data), 16)
+		var scratch []byte
 		for i, want := range bytes.SplitAfter(data, []byte("\n")) {
-			line, tooLong, err := readLine(r, lineCap)
+			line, tooLong, err := readLine(r, lineCap, &scratch)
 			if len(line) > lineCap {
 				t.Fatalf("line %d: %d bytes over a cap of %d", i, len(line), lineCap)
 			}
@@ -103,6 +104,7 @@ func checkLine(t *testing.T, line []byte, tooLong bool) {
 		t.Fatalf("too long line accepted as %+v", req)
 	}
 	checkEcho(t, req.ID)
+	checkDecodeValue(t, req)
 	args, err := decodeOp(req)
 	if !knownOps[req.Op] {
 		if !errors.Is(err, errUnknownOp) || err.Error() != fmt.Sprintf("unknown op %q", req.Op) {
@@ -149,7 +151,7 @@ func checkErrorAnswer(t *testing.T, id json.RawMessage, err error) {
 	}
 	checkEcho(t, id)
 	var buf bytes.Buffer
-	(&lineWriter{w: &buf}).send(errorAnswer(id, msg))
+	newLineWriter(&buf, nil).send(errorAnswer(id, msg))
 	out := buf.Bytes()
 	if bytes.IndexByte(out, '\n') != len(out)-1 {
 		t.Fatalf("answer is not one line: %q", out)
@@ -187,5 +189,24 @@ func checkEcho(t *testing.T, id json.RawMessage) {
 	b, err := json.Marshal(idValue(id))
 	if err != nil || !json.Valid(b) {
 		t.Fatalf("id %q does not re-marshal: %q, %v", id, b, err)
+	}
+}
+
+// checkDecodeValue: the direct reads of decodeValue agree with
+// json.Unmarshal on every field of an accepted line, as a string and as
+// a boolean.
+func checkDecodeValue(t *testing.T, req request) {
+	t.Helper()
+	for name, raw := range req.raw {
+		var fast, slow string
+		fastErr, slowErr := decodeValue(raw, &fast), json.Unmarshal(raw, &slow)
+		if (fastErr == nil) != (slowErr == nil) || fast != slow {
+			t.Fatalf("field %q = %s as a string: %q, %v; json.Unmarshal: %q, %v", name, raw, fast, fastErr, slow, slowErr)
+		}
+		var fb, sb bool
+		fastErr, slowErr = decodeValue(raw, &fb), json.Unmarshal(raw, &sb)
+		if (fastErr == nil) != (slowErr == nil) || fb != sb {
+			t.Fatalf("field %q = %s as a boolean: %v, %v; json.Unmarshal: %v, %v", name, raw, fb, fastErr, sb, slowErr)
+		}
 	}
 }

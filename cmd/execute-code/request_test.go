@@ -104,8 +104,9 @@ func TestReadLineSkipsALineOverTheCap(t *testing.T) {
 		eof     bool
 	}
 	var got []read
+	var scratch []byte
 	for {
-		line, tooLong, err := readLine(r, 10)
+		line, tooLong, err := readLine(r, 10, &scratch)
 		got = append(got, read{string(line), tooLong, err != nil})
 		if err != nil {
 			break

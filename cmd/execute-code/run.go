@@ -19,7 +19,7 @@ import (
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	var c common
+	c := common{oneCall: true}
 	var timeoutMS, approve string
 	var asJSON bool
 	fs := newFlagSet("run")

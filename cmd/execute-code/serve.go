@@ -119,40 +119,15 @@ func (ss *servedSession) loop() {
 	}
 }
 
-// lineWriter writes whole JSON lines from many goroutines. The first
-// failed write (the client went away) calls broken once.
-type lineWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	broken func()
-	failed bool
-}
-
-func (l *lineWriter) send(v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		buf.Reset()
-		fmt.Fprintf(&buf, "{\"error\":%q}\n", "cannot encode answer: "+err.Error())
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.failed {
-		return
-	}
-	if _, err := l.w.Write(buf.Bytes()); err != nil {
-		l.failed = true
-		if l.broken != nil {
-			l.broken()
-		}
-	}
-}
-
 func (s *server) serve(ctx context.Context, in io.Reader) {
 	r := bufio.NewReaderSize(in, 64<<10)
+	var scratch []byte
 	for {
-		line, tooLong, err := readLine(r, maxLine)
+		if !lineBuffered(r) {
+			// What the decoder answered goes out before the wait.
+			s.out.flush()
+		}
+		line, tooLong, err := readLine(r, maxLine, &scratch)
 		if len(bytes.TrimSpace(line)) > 0 || tooLong {
 			s.handle(ctx, line, tooLong)
 		}
@@ -160,6 +135,7 @@ func (s *server) serve(ctx context.Context, in io.Reader) {
 			break
 		}
 	}
+	s.out.flush()
 	// End of input: cells already sent finish within their own timeouts,
 	// then every session detaches.
 	s.inflight.Wait()
@@ -174,19 +150,22 @@ func (s *server) serve(ctx context.Context, in io.Reader) {
 	}
 }
 
-// handle answers one line: decoding errors at once, each op by its own
-// method.
+// handle answers one line: decoding errors at once (queued: the loop
+// writes them with whatever follows, before it waits), each op by its
+// own method. line is only valid until the next read.
 func (s *server) handle(ctx context.Context, line []byte, tooLong bool) {
 	req, err := decodeRequest(line, tooLong)
 	if err != nil {
-		s.out.send(errorAnswer(req.ID, err.Error()))
+		s.out.queue(errorAnswer(req.ID, err.Error()))
 		return
 	}
 	args, err := decodeOp(req)
 	if err != nil {
-		s.out.send(errorAnswer(req.ID, err.Error()))
+		s.out.queue(errorAnswer(req.ID, err.Error()))
 		return
 	}
+	// An op may wait on the runtime: nothing queued waits with it.
+	s.out.flush()
 	switch a := args.(type) {
 	case attachArgs:
 		s.attach(ctx, req.ID, a)
@@ -201,17 +180,6 @@ func (s *server) handle(ctx context.Context, line []byte, tooLong bool) {
 	}
 }
 
-func errorAnswer(id json.RawMessage, msg string) map[string]any {
-	return map[string]any{"id": idValue(id), "error": msg}
-}
-
-func idValue(id json.RawMessage) any {
-	if len(id) == 0 {
-		return nil
-	}
-	return id
-}
-
 func (s *server) attach(ctx context.Context, id json.RawMessage, a attachArgs) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -220,7 +188,7 @@ func (s *server) attach(ctx context.Context, id json.RawMessage, a attachArgs) {
 			s.out.send(errorAnswer(id, fmt.Sprintf("attach: session %q is attached with another agent", a.Session)))
 			return
 		}
-		s.out.send(map[string]any{"id": idValue(id), "ok": true})
+		s.out.send(okLine{ID: idValue(id), OK: true})
 		return
 	}
 	owner, err := s.rt.Attach(ctx, executecode.Scope{SessionID: a.Session, AgentID: a.Agent})
@@ -229,7 +197,7 @@ func (s *server) attach(ctx context.Context, id json.RawMessage, a attachArgs) {
 		return
 	}
 	s.sessions[a.Session] = newServedSession(a.Agent, owner)
-	s.out.send(map[string]any{"id": idValue(id), "ok": true})
+	s.out.send(okLine{ID: idValue(id), OK: true})
 }
 
 // detach takes its place in the session's FIFO: cells sent before it run
@@ -240,7 +208,7 @@ func (s *server) detach(id json.RawMessage, a detachArgs) {
 	ss, ok := s.sessions[a.Session]
 	delete(s.sessions, a.Session)
 	s.mu.Unlock()
-	answer := func() { s.out.send(map[string]any{"id": idValue(id), "ok": true}) }
+	answer := func() { s.out.send(okLine{ID: idValue(id), OK: true}) }
 	if !ok {
 		answer()
 		return
@@ -260,18 +228,14 @@ func (s *server) detach(id json.RawMessage, a detachArgs) {
 // execute passes the request's id on as the cell's approval tag, so that
 // an approval prompt names the request that raised it.
 func (s *server) execute(ctx context.Context, id json.RawMessage, a executeArgs) {
-	params := map[string]any{"script": a.Script, "reset": a.Reset}
-	if a.TimeoutMS != 0 {
-		params["timeout_ms"] = a.TimeoutMS
-	}
 	s.mu.Lock()
 	ss := s.sessions[a.Session]
 	s.mu.Unlock()
 	run := func(owner *executecode.Owner, queued func()) {
 		defer s.inflight.Done()
 		defer queued() // placed or not, the next request may go
-		notify := func(msg string) { s.out.send(map[string]any{"id": idValue(id), "notify": msg}) }
-		call, err := executecode.CallFromParams(params)
+		notify := func(msg string) { s.out.send(notifyLine{ID: idValue(id), Notify: msg}) }
+		call, err := a.call()
 		var res executecode.Result
 		if err == nil {
 			call.Notify, call.Owner, call.ApprovalTag, call.Queued = notify, owner, id, queued
@@ -281,7 +245,7 @@ func (s *server) execute(ctx context.Context, id json.RawMessage, a executeArgs)
 			s.out.send(errorAnswer(id, executecode.ModelText(err)))
 			return
 		}
-		s.out.send(map[string]any{"id": idValue(id), "result": res})
+		s.out.send(resultLine{ID: idValue(id), Result: res})
 	}
 	s.inflight.Add(1)
 	if ss == nil || !ss.submit(servedItem{cell: func(queued func()) { run(ss.owner, queued) }}) {
@@ -296,7 +260,7 @@ func (s *server) snapshot(id json.RawMessage) {
 		s.out.send(errorAnswer(id, "snapshot: "+err.Error()))
 		return
 	}
-	s.out.send(map[string]any{"id": idValue(id), "snapshot": snap})
+	s.out.send(snapshotLine{ID: idValue(id), Snapshot: snap})
 }
 
 // approve answers a pending approval prompt.
@@ -309,7 +273,7 @@ func (s *server) approve(id json.RawMessage, a approveArgs) {
 		s.out.send(errorAnswer(id, "approve: "+err.Error()))
 		return
 	}
-	s.out.send(map[string]any{"id": idValue(id), "ok": true})
+	s.out.send(okLine{ID: idValue(id), OK: true})
 }
 
 func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -336,7 +300,7 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	defer surviveSIGPIPE()()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	out := &lineWriter{w: stdout, broken: cancel}
+	out := newLineWriter(stdout, cancel)
 	rt, err := newRuntime(c, log, executecode.WithApprover(serveApprover(out)))
 	if err != nil {
 		return usageError(stderr, err)
