@@ -35,10 +35,16 @@ func spillOwnerOf(rn run) spillOwner {
 
 // spillEntry is one spill file the runtime created: where, and which
 // inode, so a file planted under its name later is refused. owner is set
-// once the spill's result names it; until then nobody may read it.
+// once the spill's result names it; until then nobody may read it. The
+// inode number alone does not identify the file: once it is removed, a
+// file planted under its name may get the same number (tmpfs hands freed
+// numbers out again), so its birth time must match too, where the file
+// system records one (born is then set).
 type spillEntry struct {
 	dir, name string
 	dev, ino  uint64
+	born      bool
+	btime     unix.StatxTimestamp
 	owner     *spillOwner
 }
 
@@ -50,11 +56,13 @@ type spillBook struct {
 
 // recordSpill notes a spill file the runtime just created.
 func (r *Runtime) recordSpill(f *os.File) {
-	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil {
+	var st unix.Statx_t
+	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &st) != nil {
 		return // unrecorded: never readable by placeholder
 	}
-	e := &spillEntry{dir: filepath.Dir(f.Name()), name: filepath.Base(f.Name()), dev: uint64(st.Dev), ino: st.Ino}
+	e := &spillEntry{dir: filepath.Dir(f.Name()), name: filepath.Base(f.Name()),
+		dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino,
+		born: st.Mask&unix.STATX_BTIME != 0, btime: st.Btime}
 	r.spillMu.Lock()
 	defer r.spillMu.Unlock()
 	b := &r.spillBook
@@ -123,16 +131,28 @@ func (r *Runtime) openSpillFor(owner spillOwner, name string) (*os.File, error) 
 	if err != nil {
 		return nil, spillGone(err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	var st unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_BTIME, &st); err != nil {
 		unix.Close(fd)
 		return nil, spillGone(err)
 	}
-	if uint64(st.Dev) != entry.dev || st.Ino != entry.ino {
+	if !entry.sameFile(&st) {
 		unix.Close(fd)
 		return nil, errors.New("refused: the spill file was replaced")
 	}
 	return os.NewFile(uintptr(fd), name), nil
+}
+
+// sameFile says whether st is the file e records: a regular file with
+// its device and inode and, where both know one, its birth time.
+func (e *spillEntry) sameFile(st *unix.Statx_t) bool {
+	if uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG || unix.Mkdev(st.Dev_major, st.Dev_minor) != e.dev || st.Ino != e.ino {
+		return false
+	}
+	if e.born != (st.Mask&unix.STATX_BTIME != 0) {
+		return false
+	}
+	return !e.born || st.Btime == e.btime
 }
 
 func spillGone(err error) error {
