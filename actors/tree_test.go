@@ -194,13 +194,18 @@ func TestAStuckKernelBootHoldsNothingElse(t *testing.T) {
 	go func() { slow <- acquire(t, tree, owner, "slow") }()
 	<-entered
 
+	// A scheduler's hiccup on a loaded machine can exceed the bound once,
+	// a blocked mailbox every time: the bound holds for the best of five.
 	const bound = 10 * time.Millisecond
 	timed := func(what string, ask func()) {
-		t0 := time.Now()
-		ask()
-		took := time.Since(t0)
-		t.Logf("%s: %v", what, took)
-		assert.Less(t, took, bound, what+" while a boot is stuck")
+		best := time.Duration(1<<63 - 1)
+		for range 5 {
+			t0 := time.Now()
+			ask()
+			best = min(best, time.Since(t0))
+		}
+		t.Logf("%s: %v", what, best)
+		assert.Less(t, best, bound, what+" while a boot is stuck")
 	}
 	timed("registry snapshot", func() {
 		s, err := tree.Registry.Snapshot(ctx)
