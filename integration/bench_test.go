@@ -2,14 +2,12 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,76 +58,12 @@ func roundTrip(b *testing.B, wakeups bool, calls int, tmpDir string) (median, p9
 	return median, p99, cpu
 }
 
-// hostCPU is this process's CPU time so far, user and system: the host's
-// side of every helper call (python is a child, not counted).
-func hostCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// pingPong is python's side of the floor: N round trips of one byte, out
-// on fd 3 and back on fd 4, as a helper call rings the request bell and
-// waits on the response bell; it prints the median in microseconds.
-const pingPong = `
-import os, time
-lat = []
-for _ in range(N):
-    t = time.perf_counter_ns()
-    os.write(3, b"\x01")
-    os.read(4, 1)
-    lat.append(time.perf_counter_ns() - t)
-lat.sort()
-print(lat[len(lat) // 2] / 1000)
-`
-
-// pipeFloor is the physical floor of a helper call on this machine: one
-// byte from python to the host and one back through two pipes, the host
-// reading through its poller as it reads the request bell and answering
-// at once, python timing n round trips on the runtime's interpreter.
-func pipeFloor(b *testing.B, n int) float64 {
-	python, err := proc.ResolvePython("")
-	require.NoError(b, err)
-	toR, toW, err := os.Pipe()
-	require.NoError(b, err)
-	fromR, fromW, err := os.Pipe()
-	require.NoError(b, err)
-	cmd := exec.Command(python, "-I", "-S", "-c", strings.ReplaceAll(pingPong, "N", strconv.Itoa(n)))
-	var out strings.Builder
-	cmd.Stdout = &out
-	cmd.ExtraFiles = []*os.File{toW, fromR}
-	require.NoError(b, cmd.Start())
-	toW.Close()
-	fromR.Close()
-	echoed := make(chan struct{})
-	go func() {
-		defer close(echoed)
-		defer fromW.Close()
-		buf := make([]byte, 1)
-		for {
-			if _, err := toR.Read(buf); err != nil {
-				return
-			}
-			if _, err := fromW.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
-	err = cmd.Wait()
-	toR.Close()
-	<-echoed
-	require.NoError(b, err)
-	floor, err := strconv.ParseFloat(strings.TrimSpace(out.String()), 64)
-	require.NoError(b, err, out.String())
-	return floor
-}
-
 // BenchmarkHelperRoundTrip measures one helper call's round trip with the
 // doorbells and with the reference's polling (host 25 ms, shim 20 ms),
 // side by side in one run, on the default staging (workspaces on a tmpfs
 // when TMPDIR is unset) and with workspaces on the disk's temp directory,
 // against the floor measured in the same run: a byte to python and back
-// through pipes (pipeFloor). Fewer calls are made poll-only: each costs
+// through pipes (measureFloor, the suite's floor). Fewer calls are made poll-only: each costs
 // tens of milliseconds.
 //
 // A run's response files stay in its rpc directory until the run ends (they
@@ -141,7 +75,7 @@ func pipeFloor(b *testing.B, n int) float64 {
 // 100-call run over the 900 calls between them.
 func BenchmarkHelperRoundTrip(b *testing.B) {
 	for b.Loop() {
-		floor := pipeFloor(b, 2000)
+		floor := measureFloor(b, perfPython(b)).rttUS
 		var budget []float64
 		var cpu100 time.Duration
 		for range 5 {
@@ -164,82 +98,6 @@ func BenchmarkHelperRoundTrip(b *testing.B) {
 		b.ReportMetric(floor, "floor-us")
 		b.ReportMetric(wake/floor, "roundtrip/floor-ratio")
 		b.ReportMetric(float64((cpu1000-cpu100).Microseconds())/900, "host-cpu-us/call")
-	}
-}
-
-// batchScript times, ROUNDS times, WIDTH calls of each kind made one after
-// the other and the same calls in one batch(), and prints the four medians
-// in microseconds: sequential reads, batched reads, sequential greps,
-// batched greps. Each grep searches the whole tree for its own word.
-const batchScript = `
-import time
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] / 1000
-reads = [("read", {"path": "small.txt"})] * WIDTH
-greps = [("grep", {"pattern": "word%d" % i}) for i in range(WIDTH)]
-out = []
-for calls in (reads, greps):
-    seq, par = [], []
-    for _ in range(ROUNDS):
-        t0 = time.perf_counter_ns()
-        for tool, params in calls:
-            (read if tool == "read" else grep)(**params)
-        t1 = time.perf_counter_ns()
-        batch(calls)
-        t2 = time.perf_counter_ns()
-        seq.append(t1 - t0)
-        par.append(t2 - t1)
-    out += [median(seq), median(par)]
-text(" ".join("%.0f" % x for x in out))
-`
-
-// grepTree writes a small source tree: 60 files of 80 lines in 6
-// directories, each line naming one of 20 words, so every grep reads the
-// whole tree and finds a few lines.
-func grepTree(b *testing.B, root string) {
-	for d := range 6 {
-		dir := filepath.Join(root, "src", fmt.Sprintf("pkg%d", d))
-		require.NoError(b, os.MkdirAll(dir, 0o755))
-		for f := range 10 {
-			var body strings.Builder
-			for l := range 80 {
-				fmt.Fprintf(&body, "func f%d_%d() { return call(word%d, %d) } // line %d of file %d\n", f, l, (d*800+f*80+l)%97, l, l, f)
-			}
-			require.NoError(b, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.go", f)), []byte(body.String()), 0o644))
-		}
-	}
-}
-
-// BenchmarkBatchVersusSequential is batch() against the same calls made one
-// after the other, at max_parallel_rpc = 4: 20 reads of a small file, and
-// 20 greps over a small tree. A ratio above 1 is batch() winning.
-func BenchmarkBatchVersusSequential(b *testing.B) {
-	root := b.TempDir()
-	require.NoError(b, os.WriteFile(filepath.Join(root, "small.txt"), []byte("hello\nworld\n"), 0o644))
-	grepTree(b, root)
-	cfg := config.Defaults()
-	cfg.Enabled = true
-	cfg.MaxParallelRPC = 4
-	cfg.MaxRPCCalls = 10000
-	cfg.MaxRPCResultBytes = 1 << 30
-	rt, err := executecode.New(cfg, executecode.WithRoot(root))
-	require.NoError(b, err)
-	defer rt.Close(context.Background())
-	script := strings.NewReplacer("ROUNDS", "15", "WIDTH", "20").Replace(batchScript)
-	for b.Loop() {
-		res, err := rt.Execute(context.Background(), executecode.Call{Script: script, TimeoutMS: 120000})
-		require.NoError(b, err)
-		require.Len(b, res.Blocks, 1, res.Text())
-		var seqRead, batchRead, seqGrep, batchGrep float64
-		_, err = fmt.Sscan(res.Blocks[0], &seqRead, &batchRead, &seqGrep, &batchGrep)
-		require.NoError(b, err, res.Blocks[0])
-		b.ReportMetric(seqRead, "read-sequential-us")
-		b.ReportMetric(batchRead, "read-batch-us")
-		b.ReportMetric(seqRead/batchRead, "read-sequential/batch-ratio")
-		b.ReportMetric(seqGrep, "grep-sequential-us")
-		b.ReportMetric(batchGrep, "grep-batch-us")
-		b.ReportMetric(seqGrep/batchGrep, "grep-sequential/batch-ratio")
 	}
 }
 

@@ -615,15 +615,19 @@ func TestAChattyThreadOfAnEarlierCellNeverReachesLaterCells(t *testing.T) {
 	k.init(t)
 	k.eval(t, "c0", "import sys, threading\n"+
 		"stop = threading.Event()\n"+
+		"rounds = [0]\n"+
 		"def chatter():\n"+
 		"    while not stop.is_set():\n"+
 		"        print('noise')\n"+
 		"        sys.stdout.buffer.write(b'raw noise\\n')\n"+
 		"        sys.stderr.write('error noise\\n')\n"+
+		"        rounds[0] += 1\n"+
 		"threading.Thread(target=chatter, daemon=True).start()\n", nil)
+	// Each cell waits until the thread has chattered during it, so the
+	// noise is there to be kept out however the threads are scheduled.
 	dropped := 0
 	for i := 1; i <= 10; i++ {
-		res := k.eval(t, fmt.Sprintf("c%d", i), fmt.Sprintf("print('cell %d')", i), nil)
+		res := k.eval(t, fmt.Sprintf("c%d", i), fmt.Sprintf("import time\nn0 = rounds[0]\nwhile rounds[0] < n0 + 2:\n    time.sleep(0.001)\nprint('cell %d')", i), nil)
 		assert.Equal(t, fmt.Sprintf("cell %d\n", i), res.stdout)
 		assert.Empty(t, res.stderr)
 		dropped += *res.done.Dropped
