@@ -1,0 +1,128 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/internal/proc"
+)
+
+// pingPongScript echoes each byte of its stdin back on its stdout, one
+// read and one write at a time: the least a cell's round trip between the
+// host and a python process can cost.
+const pingPongScript = `
+import os
+while True:
+    b = os.read(0, 1)
+    if not b:
+        break
+    os.write(1, b)
+`
+
+// pipeFloor is a python3 that answers one byte with one byte over two
+// pipes, as a kernel's request and frame channels carry a cell.
+type pipeFloor struct {
+	cmd *exec.Cmd
+	in  *os.File
+	out *os.File
+	buf [1]byte
+}
+
+func startPipeFloor(b *testing.B, python string) *pipeFloor {
+	b.Helper()
+	inR, inW, err := os.Pipe()
+	require.NoError(b, err)
+	outR, outW, err := os.Pipe()
+	require.NoError(b, err)
+	cmd := exec.Command(python, "-I", "-S", "-c", pingPongScript)
+	cmd.Stdin, cmd.Stdout = inR, outW
+	require.NoError(b, cmd.Start())
+	_ = inR.Close()
+	_ = outW.Close()
+	f := &pipeFloor{cmd: cmd, in: inW, out: outR}
+	b.Cleanup(func() {
+		_ = f.in.Close()
+		_ = f.cmd.Wait()
+		_ = f.out.Close()
+	})
+	return f
+}
+
+// roundTrip is one byte to python and its echo back.
+func (f *pipeFloor) roundTrip(b *testing.B) time.Duration {
+	start := time.Now()
+	_, err := f.in.Write([]byte{'x'})
+	require.NoError(b, err)
+	_, err = io.ReadFull(f.out, f.buf[:])
+	require.NoError(b, err)
+	return time.Since(start)
+}
+
+func medianUS(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2].Nanoseconds()) / 1000
+}
+
+// BenchmarkSessionCellFloor measures a warm session cell of `x = 1`
+// through the facade (registry lease, cell bridge, RPC server, kernel
+// worker, runner, result) against the floor of any such cell, a one-byte
+// ping-pong between the host and an idle python3 of the same interpreter.
+// The two alternate, one cell then one ping-pong, so that the machine's
+// load falls on both alike and each finds its python as a cell finds its
+// kernel: idle since the previous round (a ping-pong kept busy back to
+// back never lets either side sleep and measures a fraction of this). The ratio is the figure to compare across
+// machines.
+func BenchmarkSessionCellFloor(b *testing.B) {
+	root := b.TempDir()
+	cfg := config.Defaults()
+	cfg.Enabled, cfg.KernelMode = true, config.Session
+	rt, err := executecode.New(cfg, executecode.WithRoot(root))
+	require.NoError(b, err)
+	defer rt.Close(context.Background())
+	python, err := proc.ResolvePython("")
+	require.NoError(b, err)
+	floor := startPipeFloor(b, python)
+
+	owner, err := rt.Attach(context.Background(), executecode.Scope{SessionID: "bench", AgentID: "main"})
+	require.NoError(b, err)
+	defer func() { require.NoError(b, owner.Detach(context.Background())) }()
+	call := executecode.Call{Script: "x = 1", Owner: owner}
+	cell := func() time.Duration {
+		start := time.Now()
+		res, err := rt.Execute(context.Background(), call)
+		took := time.Since(start)
+		require.NoError(b, err)
+		require.True(b, res.Details.KernelReused != nil && *res.Details.KernelReused, res.Text())
+		return took
+	}
+	_, err = rt.Execute(context.Background(), call) // the kernel's start
+	require.NoError(b, err)
+	for range 50 { // warm both: imports, first-cell costs, caches
+		cell()
+		floor.roundTrip(b)
+	}
+	const samples = 500
+	for b.Loop() {
+		var cells, floors []time.Duration
+		for range samples {
+			cells = append(cells, cell())
+			floors = append(floors, floor.roundTrip(b))
+		}
+		c, f := medianUS(cells), medianUS(floors)
+		slices.Sort(cells)
+		b.ReportMetric(c, "warm-cell-median-us")
+		b.ReportMetric(float64(cells[len(cells)*99/100].Microseconds()), "warm-cell-p99-us")
+		b.ReportMetric(f, "floor-median-us")
+		b.ReportMetric(c/f, "cell/floor-ratio")
+	}
+}
