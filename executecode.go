@@ -18,6 +18,7 @@ import (
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/introspect"
 	"github.com/executecode/executecode/mcpsource"
+	"github.com/executecode/executecode/registry"
 	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"
 	"github.com/executecode/executecode/tools"
@@ -139,6 +140,9 @@ type Runtime struct {
 
 	spawner *proc.Spawner
 	homes   homes
+	// keys builds every session cell's kernel key, remembering how the
+	// root and the interpreter resolved.
+	keys registry.KeyCache
 
 	// attachMu guards owners, the handle Attach returns per scope.
 	attachMu sync.Mutex

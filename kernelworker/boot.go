@@ -69,7 +69,7 @@ func Start(parent actor.SpawnerContext, opts Options) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w: spawn worker: %w", ErrStartupFailed, err)
 	}
 	k.attach(parent.ActorSystem(), pid)
-	return Handle{PID: pid, Bells: k.bells, Workspace: k.dir}, nil
+	return Handle{PID: pid, Bells: k.bells, Workspace: k.dir, Status: w.view}, nil
 }
 
 // boot runs the steps of Start; the first failure undoes the

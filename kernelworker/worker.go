@@ -22,6 +22,9 @@ type worker struct {
 	opts Options
 	log  zerolog.Logger
 	k    *kernel // nil once released
+	// view is the status the worker publishes for readers that do not
+	// send it a message (StatusView).
+	view *StatusView
 
 	behavior actor.Behavior
 	phase    *phase
@@ -59,8 +62,13 @@ func newWorker(opts Options, k *kernel) *worker {
 		k:          k,
 		behavior:   actor.NewBehavior(),
 		cpuLimited: opts.Limits.CPUSeconds > 0,
+		view:       &StatusView{},
+	}
+	if k != nil {
+		w.view.proc = k.proc
 	}
 	w.enter(phaseStarting)
+	w.view.publish(w.statusValue())
 	return w
 }
 
@@ -73,6 +81,7 @@ func (w *worker) Receive(ctx actor.Context) {
 			w.log.Error().Interface("panic", r).Msg("kernel worker failed; discarding its kernel")
 			w.abandon(ctx, telemetry.CrashUnknown)
 		}
+		w.view.publish(w.statusValue())
 	}()
 	w.behavior.Receive(ctx)
 }
@@ -124,7 +133,12 @@ func (w *worker) enter(p *phase) {
 }
 
 func (w *worker) status() *Status {
-	st := &Status{
+	st := w.statusValue()
+	return &st
+}
+
+func (w *worker) statusValue() Status {
+	st := Status{
 		Phase:          w.phase.name,
 		Generation:     w.opts.Generation,
 		Key:            w.opts.Key,
