@@ -107,4 +107,3 @@ func TestKeyCacheRefusesWhatNewKeyRefuses(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidKey, name)
 	}
 }
-
