@@ -438,6 +438,8 @@ func (r *Runtime) Close(ctx context.Context) error {
 		}
 		err = errors.Join(err, tree.Shutdown(ctx))
 	}
+	// Every kernel is gone: so is what was made ahead for its cells.
+	err = errors.Join(err, r.closeHomes(ctx))
 	// After the runs and kernels, whose calls they may still answer;
 	// before the spawner, whose guard would otherwise kill them.
 	err = errors.Join(err, r.stopMCP(ctx))
