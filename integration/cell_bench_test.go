@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +68,14 @@ func (f *pipeFloor) roundTrip(b *testing.B) time.Duration {
 	return time.Since(start)
 }
 
+// processCPU is the CPU time the host process has used so far, in user
+// and system mode, on every thread.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func medianUS(ds []time.Duration) float64 {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -97,10 +106,13 @@ func BenchmarkSessionCellFloor(b *testing.B) {
 	require.NoError(b, err)
 	defer func() { require.NoError(b, owner.Detach(context.Background())) }()
 	call := executecode.Call{Script: "x = 1", Owner: owner}
+	var hostCPU time.Duration
 	cell := func() time.Duration {
+		cpu0 := processCPU(b)
 		start := time.Now()
 		res, err := rt.Execute(context.Background(), call)
 		took := time.Since(start)
+		hostCPU += processCPU(b) - cpu0
 		require.NoError(b, err)
 		require.True(b, res.Details.KernelReused != nil && *res.Details.KernelReused, res.Text())
 		return took
@@ -114,6 +126,7 @@ func BenchmarkSessionCellFloor(b *testing.B) {
 	const samples = 500
 	for b.Loop() {
 		var cells, floors []time.Duration
+		hostCPU = 0
 		for range samples {
 			cells = append(cells, cell())
 			floors = append(floors, floor.roundTrip(b))
@@ -124,5 +137,6 @@ func BenchmarkSessionCellFloor(b *testing.B) {
 		b.ReportMetric(float64(cells[len(cells)*99/100].Microseconds()), "warm-cell-p99-us")
 		b.ReportMetric(f, "floor-median-us")
 		b.ReportMetric(c/f, "cell/floor-ratio")
+		b.ReportMetric(float64(hostCPU.Microseconds())/samples, "host-cpu-us/cell")
 	}
 }
