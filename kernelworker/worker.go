@@ -239,9 +239,9 @@ func (w *worker) dispatch(c *cell) {
 	if cwd == "" {
 		cwd = w.opts.Cwd
 	}
-	req := map[string]any{"v": 1, "type": "eval", "id": c.id, "code": c.req.Code, "cwd": cwd}
+	req := evalRequest{V: 1, Type: "eval", ID: c.id, Code: c.req.Code, Cwd: cwd}
 	if b := c.req.Bridge; b != nil {
-		req["bridge"] = map[string]any{"dir": b.Dir, "token": b.Token, "max_text_bytes": b.MaxTextBytes}
+		req.Bridge = &evalBridge{Dir: b.Dir, Token: b.Token, MaxTextBytes: b.MaxTextBytes}
 	}
 	if line, err := requestLine(req); err == nil {
 		// A lost write is bounded by the cell timer and the port exit.

@@ -13,21 +13,24 @@ import (
 // (the facade, once per session cell): resolving the working directory
 // and the interpreter walks every component of both paths, link by link,
 // which costs a cell more than its own interpretation. It remembers each
-// path's resolution with the identity (device, inode, mode) of the file
-// it named and of the file it resolved to, and takes the remembered
-// resolution only while a stat of each still finds exactly those: a
-// path removed, replaced, retargeted, or made unexecutable is resolved
-// again (and fails, or keys another kernel) exactly as NewKey would. The
-// zero KeyCache is ready; it is safe for concurrent use.
+// absolute path's resolution with the identity (device, inode, mode) of
+// the file the path names, and takes the remembered resolution only while
+// a stat of the path still finds exactly that file: a path removed,
+// replaced, retargeted to another file, or made unexecutable is resolved
+// again (and fails, or keys another kernel) exactly as NewKey would. A
+// change that keeps the file and only respells its resolved path (a
+// directory on the way renamed, a link left in its place) keeps the old
+// spelling of the same file (docs/decisions.md). The zero KeyCache is
+// ready; it is safe for concurrent use.
 type KeyCache struct {
 	mu    sync.Mutex
 	paths map[string]resolution
 }
 
-// resolution is a path as NewKey canonicalized it.
+// resolution is a path as NewKey canonicalized it, and the file it named.
 type resolution struct {
 	canonical string
-	from, to  fileID
+	file      fileID
 }
 
 type fileID struct {
@@ -38,17 +41,6 @@ type fileID struct {
 func statID(path string) (fileID, bool) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil {
-		return fileID{}, false
-	}
-	return fileID{dev: st.Dev, ino: st.Ino, mode: st.Mode}, true
-}
-
-// lstatID is the identity of path itself: a resolved path never ends in a
-// link, so one that does now (the directory was renamed and a link left
-// in its place) no longer matches.
-func lstatID(path string) (fileID, bool) {
-	var st syscall.Stat_t
-	if err := syscall.Lstat(path, &st); err != nil {
 		return fileID{}, false
 	}
 	return fileID{dev: st.Dev, ino: st.Ino, mode: st.Mode}, true
@@ -75,8 +67,8 @@ func (c *KeyCache) NewKey(scopeID, agentID, cwd, interpreter string, helpers []s
 		Helpers: hs, ProtocolVersion: shimpy.ProtocolVersion}, nil
 }
 
-// lookup returns the remembered resolution of name while both files it
-// joins are still the ones it saw.
+// lookup returns the remembered resolution of name while the file its
+// path names is still the one it saw.
 func (c *KeyCache) lookup(name string) (string, bool) {
 	c.mu.Lock()
 	r, ok := c.paths[name]
@@ -85,17 +77,15 @@ func (c *KeyCache) lookup(name string) (string, bool) {
 		return "", false
 	}
 	input := name[strings.IndexByte(name, 0)+1:]
-	from, okFrom := statID(filepath.Clean(input))
-	to, okTo := lstatID(r.canonical)
-	if !okFrom || !okTo || from != r.from || to != r.to {
+	if file, ok := statID(filepath.Clean(input)); !ok || file != r.file {
 		return "", false
 	}
 	return r.canonical, true
 }
 
 // remember records that input resolved to canonical, with the identity of
-// both as they are now: if either changed since the resolution, the
-// record never matches and the next key resolves again.
+// the file it names now: if that changed since the resolution, the record
+// never matches and the next key resolves again.
 func (c *KeyCache) remember(name, input, canonical string) {
 	if !filepath.IsAbs(input) {
 		// A relative path depends on the current directory, and a bare
@@ -104,9 +94,8 @@ func (c *KeyCache) remember(name, input, canonical string) {
 	}
 	// NewKey collapses "." and ".." before it reads a link: the path it
 	// resolved is the cleaned one.
-	from, okFrom := statID(filepath.Clean(input))
-	to, okTo := lstatID(canonical)
-	if !okFrom || !okTo {
+	file, ok := statID(filepath.Clean(input))
+	if !ok {
 		return
 	}
 	c.mu.Lock()
@@ -117,7 +106,7 @@ func (c *KeyCache) remember(name, input, canonical string) {
 	if len(c.paths) >= maxRemembered {
 		clear(c.paths)
 	}
-	c.paths[name] = resolution{canonical: canonical, from: from, to: to}
+	c.paths[name] = resolution{canonical: canonical, file: file}
 }
 
 // maxRemembered bounds the paths a KeyCache holds; a runtime has one

@@ -64,10 +64,24 @@ func TestKeyCacheAnswersWhatNewKeyAnswers(t *testing.T) {
 
 	require.NoError(t, os.Symlink(exe, exeLink))
 	same("interpreter link made again")
+}
 
-	require.NoError(t, os.Rename(other, other+".old"))
-	require.NoError(t, os.Symlink(other+".old", other))
-	same("the resolved cwd renamed, a link left in its place")
+// A change that keeps the file a path names and only respells where it
+// resolves keeps the remembered spelling: the same directory, the same
+// kernel.
+func TestKeyCacheKeepsTheSpellingOfTheSameFile(t *testing.T) {
+	f := newKeyFixture(t)
+	var c KeyCache
+	first, err := c.NewKey("s", "a", f.dirLink, f.exe, nil)
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(f.dir, f.dir+".old"))
+	require.NoError(t, os.Symlink(f.dir+".old", f.dir))
+	again, err := c.NewKey("s", "a", f.dirLink, f.exe, nil)
+	require.NoError(t, err)
+	assert.Equal(t, first.Cwd, again.Cwd)
+	fresh, err := NewKey("s", "a", f.dirLink, f.exe, nil)
+	require.NoError(t, err)
+	assert.Equal(t, f.dir+".old", fresh.Cwd)
 }
 
 // A relative path depends on the current directory, a bare interpreter
