@@ -103,6 +103,7 @@ UNSUPPORTED_INPUT_MESSAGE = (
 )
 STDIN_UNAVAILABLE = "stdin is not available in the python kernel"
 
+_MISSING = object()
 _SURROGATES = dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
 _ModuleType = type(sys)
 _CodeType = type(compile("", "", "exec"))
@@ -986,10 +987,12 @@ class Kernel(object):
         configure = getattr(module, "_configure", None)
         if configure is not None:
             self._configure(configure, rpc_dir, token, budget, generation)
-        self.namespace[SHIM_MODULE] = module
+        namespace = self.namespace
+        namespace[SHIM_MODULE] = module
         for name in HELPER_NAMES:
-            if hasattr(module, name):
-                self.namespace[name] = getattr(module, name)
+            value = getattr(module, name, _MISSING)
+            if value is not _MISSING:
+                namespace[name] = value
 
     def _configure(self, configure, rpc_dir, token, budget, generation):
         args = [rpc_dir, token, budget, generation]
