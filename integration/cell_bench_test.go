@@ -86,10 +86,10 @@ func medianUS(ds []time.Duration) float64 {
 // through the facade (registry lease, cell bridge, RPC server, kernel
 // worker, runner, result) against the floor of any such cell, a one-byte
 // ping-pong between the host and an idle python3 of the same interpreter.
-// The two alternate, one cell then one ping-pong, so that the machine's
-// load falls on both alike and each finds its python as a cell finds its
-// kernel: idle since the previous round (a ping-pong kept busy back to
-// back never lets either side sleep and measures a fraction of this). The ratio is the figure to compare across
+// The two alternate, one cell then one ping-pong, each after the same
+// pause, so that the machine's load falls on both alike and each finds
+// its python as a cell finds its kernel: idle (a ping-pong kept busy back
+// to back never lets either side sleep and measures a fraction of this). The ratio is the figure to compare across
 // machines.
 func BenchmarkSessionCellFloor(b *testing.B) {
 	root := b.TempDir()
@@ -123,12 +123,17 @@ func BenchmarkSessionCellFloor(b *testing.B) {
 		cell()
 		floor.roundTrip(b)
 	}
-	const samples = 500
+	// Each sample follows the same pause, as a model's turns do: the
+	// runtime's work between cells is over, and the floor's python, like
+	// the kernel, has been idle for as long.
+	const samples, gap = 500, time.Millisecond
 	for b.Loop() {
 		var cells, floors []time.Duration
 		hostCPU = 0
 		for range samples {
+			time.Sleep(gap)
 			cells = append(cells, cell())
+			time.Sleep(gap)
 			floors = append(floors, floor.roundTrip(b))
 		}
 		c, f := medianUS(cells), medianUS(floors)
