@@ -234,69 +234,98 @@ func (r *Runtime) retireCellBridge(kernelWS string, h *kernelHome, ws workspace)
 	if last {
 		delete(r.homes.m, kernelWS)
 	}
-	r.makeNextLocked(h)
+	// One goroutine removes the retired bridge and then makes the next
+	// one, so that the two never contend with each other, nor with the
+	// cell's caller, which returns meanwhile.
+	makeNext := r.mayMakeNextLocked(h)
 	background := retired != "" && !r.homes.closing
 	if background {
 		h.retiring++
+	}
+	if background || makeNext {
 		r.homes.tasks.Add(1)
 	}
-	stockDone := !background && h.stockDone()
+	stockDone := !background && !makeNext && h.stockDone()
 	r.homes.mu.Unlock()
 	if last {
 		privatetmp.Teardown(h.dir, privatetmp.LabelWorkspace, &r.log)
 	}
-	if background {
-		go func() {
-			defer r.homes.tasks.Done()
-			privatetmp.Teardown(retired, privatetmp.LabelCellBridge, &r.log)
-			r.homes.mu.Lock()
-			h.retiring--
-			stockDone := h.stockDone()
-			r.homes.mu.Unlock()
-			if stockDone {
-				privatetmp.Teardown(h.stock, privatetmp.LabelWorkspace, &r.log)
-			}
-		}()
-		return
-	}
-	if retired != "" {
+	if retired != "" && !background {
 		privatetmp.Teardown(retired, privatetmp.LabelCellBridge, &r.log)
 	}
 	if stockDone {
 		privatetmp.Teardown(h.stock, privatetmp.LabelWorkspace, &r.log)
 	}
-}
-
-// makeNextLocked starts making h's next bridge unless it has one, one is
-// being made, the kernel is gone or the runtime is closing. r.homes.mu is
-// held.
-func (r *Runtime) makeNextLocked(h *kernelHome) {
-	if h.next != nil || h.making || h.gone || r.homes.closing {
+	if !background && !makeNext {
 		return
 	}
-	h.making = true
-	r.homes.tasks.Add(1)
 	go func() {
 		defer r.homes.tasks.Done()
-		next, err := r.makeCellBridge(h.stock)
-		r.homes.mu.Lock()
-		h.making = false
-		keep := err == nil && !h.gone && !r.homes.closing
-		if keep {
-			h.next = &next
+		if background {
+			privatetmp.Teardown(retired, privatetmp.LabelCellBridge, &r.log)
+			r.homes.mu.Lock()
+			h.retiring--
+			r.homes.mu.Unlock()
 		}
+		if makeNext {
+			r.makeNext(h)
+			return
+		}
+		r.homes.mu.Lock()
 		stockDone := h.stockDone()
 		r.homes.mu.Unlock()
-		if err != nil {
-			r.log.Debug().Err(err).Msg("cell bridge not made ahead")
-		}
-		if err == nil && !keep {
-			privatetmp.Teardown(next.base, privatetmp.LabelCellBridge, &r.log)
-		}
 		if stockDone {
 			privatetmp.Teardown(h.stock, privatetmp.LabelWorkspace, &r.log)
 		}
 	}()
+}
+
+// makeNextLocked starts making h's next bridge on a goroutine of its
+// own, when it may (mayMakeNextLocked). r.homes.mu is held.
+func (r *Runtime) makeNextLocked(h *kernelHome) {
+	if !r.mayMakeNextLocked(h) {
+		return
+	}
+	r.homes.tasks.Add(1)
+	go func() {
+		defer r.homes.tasks.Done()
+		r.makeNext(h)
+	}()
+}
+
+// mayMakeNextLocked says whether h's next bridge is to be made now: it has
+// none, none is being made, the kernel lives and the runtime is not
+// closing. If so, h is marked as making one, and the caller must call
+// makeNext. r.homes.mu is held.
+func (r *Runtime) mayMakeNextLocked(h *kernelHome) bool {
+	if h.next != nil || h.making || h.gone || r.homes.closing {
+		return false
+	}
+	h.making = true
+	return true
+}
+
+// makeNext makes h's next bridge in its stock, and keeps it unless the
+// kernel ended or the runtime began to close meanwhile.
+func (r *Runtime) makeNext(h *kernelHome) {
+	next, err := r.makeCellBridge(h.stock)
+	r.homes.mu.Lock()
+	h.making = false
+	keep := err == nil && !h.gone && !r.homes.closing
+	if keep {
+		h.next = &next
+	}
+	stockDone := h.stockDone()
+	r.homes.mu.Unlock()
+	if err != nil {
+		r.log.Debug().Err(err).Msg("cell bridge not made ahead")
+	}
+	if err == nil && !keep {
+		privatetmp.Teardown(next.base, privatetmp.LabelCellBridge, &r.log)
+	}
+	if stockDone {
+		privatetmp.Teardown(h.stock, privatetmp.LabelWorkspace, &r.log)
+	}
 }
 
 // makeCellBridge makes a bridge in stock: a base directory, its rpc

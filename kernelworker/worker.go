@@ -217,12 +217,14 @@ func validRequest(e *Execute) bool {
 	return true
 }
 
-// dispatch starts a cell: the timer is armed before the eval is
-// written, and the eval is written exactly once.
+// dispatch starts a cell: the timer is armed and the CPU budget applied
+// before the eval is written, and the eval is written exactly once. What
+// only the host needs (the capture, the cell.start event) is made after
+// the write, while the runner reads the request: no frame of the cell is
+// handled before dispatch returns.
 func (w *worker) dispatch(c *cell) {
 	w.cellSeq++
 	c.id = "cell-" + strconv.Itoa(w.cellSeq)
-	c.capture = proc.NewCapture(w.opts.MaxOutputBytes, w.opts.Spill, proc.ScrubWith(c.req.Scrub), proc.SpillLimit(w.opts.MaxSpillBytes))
 	c.dispatched = time.Now()
 	if c.expiry != nil {
 		c.expiry.Stop()
@@ -247,6 +249,7 @@ func (w *worker) dispatch(c *cell) {
 		// A lost write is bounded by the cell timer and the port exit.
 		w.k.stdin.send(line)
 	}
+	c.capture = proc.NewCapture(w.opts.MaxOutputBytes, w.opts.Spill, proc.ScrubWith(c.req.Scrub), proc.SpillLimit(w.opts.MaxSpillBytes))
 	w.emit(telemetry.CellStart{QueueDepth: len(w.queue), QueueCapacity: w.opts.MaxQueuedCells})
 	w.enter(phaseRunning)
 }
@@ -398,6 +401,14 @@ func (w *worker) reply(c *cell, res CellResult) {
 	res.RequestID = c.id
 	if res.CellsCompleted == 0 {
 		res.CellsCompleted = w.completed
+	}
+	if !res.StateRetained {
+		// The kernel is ending with this answer: its view says so before
+		// the caller can act on it, or the caller's next cell could be
+		// handed this kernel on the status of a moment ago.
+		st := w.statusValue()
+		st.Phase = PhaseStopping
+		w.view.publish(st)
 	}
 	select {
 	case c.req.Reply <- res:
