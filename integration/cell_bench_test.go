@@ -86,11 +86,14 @@ func medianUS(ds []time.Duration) float64 {
 // through the facade (registry lease, cell bridge, RPC server, kernel
 // worker, runner, result) against the floor of any such cell, a one-byte
 // ping-pong between the host and an idle python3 of the same interpreter.
-// The two alternate, one cell then one ping-pong, each after the same
-// pause, so that the machine's load falls on both alike and each finds
-// its python as a cell finds its kernel: idle (a ping-pong kept busy back
-// to back never lets either side sleep and measures a fraction of this). The ratio is the figure to compare across
-// machines.
+// The two alternate, one cell then one ping-pong, so that the machine's
+// load falls on both alike and each finds its python as a cell finds its
+// kernel: idle (a ping-pong kept busy back to back never lets either side
+// sleep, and measures a fraction of this). The ratio is the figure to
+// compare across machines. Back to back, each sample follows the other at
+// once, as BenchmarkSessionCell's cells do; paused, each follows the same
+// pause, as a model's turns do: the runtime's work between cells is over,
+// and every thread of the host and of both pythons has gone to sleep.
 func BenchmarkSessionCellFloor(b *testing.B) {
 	root := b.TempDir()
 	cfg := config.Defaults()
@@ -123,25 +126,33 @@ func BenchmarkSessionCellFloor(b *testing.B) {
 		cell()
 		floor.roundTrip(b)
 	}
-	// Each sample follows the same pause, as a model's turns do: the
-	// runtime's work between cells is over, and the floor's python, like
-	// the kernel, has been idle for as long.
-	const samples, gap = 500, time.Millisecond
-	for b.Loop() {
-		var cells, floors []time.Duration
-		hostCPU = 0
-		for range samples {
-			time.Sleep(gap)
-			cells = append(cells, cell())
-			time.Sleep(gap)
-			floors = append(floors, floor.roundTrip(b))
-		}
-		c, f := medianUS(cells), medianUS(floors)
-		slices.Sort(cells)
-		b.ReportMetric(c, "warm-cell-median-us")
-		b.ReportMetric(float64(cells[len(cells)*99/100].Microseconds()), "warm-cell-p99-us")
-		b.ReportMetric(f, "floor-median-us")
-		b.ReportMetric(c/f, "cell/floor-ratio")
-		b.ReportMetric(float64(hostCPU.Microseconds())/samples, "host-cpu-us/cell")
+	const samples = 500
+	for _, regime := range []struct {
+		name string
+		gap  time.Duration
+	}{{"back-to-back", 0}, {"paused", time.Millisecond}} {
+		b.Run(regime.name, func(b *testing.B) {
+			for b.Loop() {
+				var cells, floors []time.Duration
+				hostCPU = 0
+				for range samples {
+					if regime.gap > 0 {
+						time.Sleep(regime.gap)
+					}
+					cells = append(cells, cell())
+					if regime.gap > 0 {
+						time.Sleep(regime.gap)
+					}
+					floors = append(floors, floor.roundTrip(b))
+				}
+				c, f := medianUS(cells), medianUS(floors)
+				slices.Sort(cells)
+				b.ReportMetric(c, "warm-cell-median-us")
+				b.ReportMetric(float64(cells[len(cells)*99/100].Microseconds()), "warm-cell-p99-us")
+				b.ReportMetric(f, "floor-median-us")
+				b.ReportMetric(c/f, "cell/floor-ratio")
+				b.ReportMetric(float64(hostCPU.Microseconds())/samples, "host-cpu-us/cell")
+			}
+		})
 	}
 }
