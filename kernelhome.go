@@ -196,6 +196,9 @@ func (r *Runtime) adoptCellBridge(next *workspace, home string) (workspace, erro
 	return ws, nil
 }
 
+// euid is the host's effective user, which owns every private directory.
+var euid = os.Geteuid()
+
 // errNotPrivate: a bridge directory made ahead is no longer a private
 // directory of this user.
 var errNotPrivate = errors.New("cell bridge is not a private directory")
@@ -207,7 +210,7 @@ func privateDir(dir string) error {
 	if err := syscall.Lstat(dir, &st); err != nil {
 		return err
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || st.Mode&0o7777 != 0o700 || int(st.Uid) != os.Geteuid() {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || st.Mode&0o7777 != 0o700 || int(st.Uid) != euid {
 		return errNotPrivate
 	}
 	return nil
@@ -234,9 +237,10 @@ func (r *Runtime) retireCellBridge(kernelWS string, h *kernelHome, ws workspace)
 	if last {
 		delete(r.homes.m, kernelWS)
 	}
-	// One goroutine removes the retired bridge and then makes the next
-	// one, so that the two never contend with each other, nor with the
-	// cell's caller, which returns meanwhile.
+	// One goroutine makes the next bridge, which the kernel's next cell
+	// may already be waiting for, and then removes the retired one, so
+	// that the two never contend with each other, nor with the cell's
+	// caller, which returns meanwhile.
 	makeNext := r.mayMakeNextLocked(h)
 	background := retired != "" && !r.homes.closing
 	if background {
@@ -261,17 +265,15 @@ func (r *Runtime) retireCellBridge(kernelWS string, h *kernelHome, ws workspace)
 	}
 	go func() {
 		defer r.homes.tasks.Done()
-		if background {
-			privatetmp.Teardown(retired, privatetmp.LabelCellBridge, &r.log)
-			r.homes.mu.Lock()
-			h.retiring--
-			r.homes.mu.Unlock()
-		}
 		if makeNext {
 			r.makeNext(h)
+		}
+		if !background {
 			return
 		}
+		privatetmp.Teardown(retired, privatetmp.LabelCellBridge, &r.log)
 		r.homes.mu.Lock()
+		h.retiring--
 		stockDone := h.stockDone()
 		r.homes.mu.Unlock()
 		if stockDone {
