@@ -485,6 +485,19 @@ class _Pipe(object):
         # (or drops it), so the open cell cannot change in between.
         self.lock = threading.Lock()
         self.eof = False
+        self.poller = select.poll()
+        self.poller.register(fd, select.POLLIN)
+
+    def ready(self):
+        """Whether a read would find bytes (or the end) now: every cell's
+        open and close look at a pipe that is nearly always empty, and a
+        failed read costs an exception."""
+        if self.eof:
+            return False
+        try:
+            return bool(self.poller.poll(0))
+        except (OSError, ValueError):
+            return True
 
     def read(self):
         """Bytes available now, or None when there are none (or no more)."""
@@ -529,6 +542,9 @@ class Kernel(object):
         self.cell_lines = None
         # (line, code) of the helper import line, compiled once.
         self.prelude = None
+        # (code, argument count or None, takes bells) of the shim's
+        # _configure.
+        self.configure_plan = None
         self.requests = None
         self.namespace = None
         self.active_threads = getattr(threading, "_active", {})
@@ -786,6 +802,8 @@ class Kernel(object):
 
     def _drain_now(self, pipe, deliver, deadline=None, limit=None):
         """Reads pipe until it is empty (pipe.lock held by the caller)."""
+        if not pipe.ready():
+            return
         taken = 0
         while True:
             data = pipe.read()
@@ -805,13 +823,15 @@ class Kernel(object):
         """Flushes sys.stdout/sys.stderr and, with own, the kernel's wrappers."""
         seen = [] if own else [self.stdout, self.stderr]
         for stream in (sys.stdout, sys.stderr, self.stdout, self.stderr):
-            if any(stream is other for other in seen):
-                continue
-            seen.append(stream)
-            try:
-                stream.flush()
-            except Exception:
-                pass
+            for other in seen:
+                if stream is other:
+                    break
+            else:
+                seen.append(stream)
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
 
     # -- cells --
 
@@ -996,15 +1016,23 @@ class Kernel(object):
 
     def _configure(self, configure, rpc_dir, token, budget, generation):
         args = [rpc_dir, token, budget, generation]
-        kwargs = {}
         code = getattr(configure, "__code__", None)
-        if code is not None:
-            accepted = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-            if not code.co_flags & 0x04:  # CO_VARARGS
-                args = args[:code.co_argcount]
-            if self.bells is not None and (code.co_flags & 0x08 or "bells" in accepted):  # CO_VARKEYWORDS
-                kwargs["bells"] = self.bells
-        configure(*args, **kwargs)
+        plan = self.configure_plan
+        if plan is None or plan[0] is not code:
+            # What the shim's _configure takes, read once per code object.
+            nargs, bells = None, False
+            if code is not None:
+                accepted = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+                if not code.co_flags & 0x04:  # CO_VARARGS
+                    nargs = code.co_argcount
+                bells = bool(code.co_flags & 0x08 or "bells" in accepted)  # CO_VARKEYWORDS
+            plan = self.configure_plan = (code, nargs, bells)
+        if plan[1] is not None:
+            args = args[:plan[1]]
+        if plan[2] and self.bells is not None:
+            configure(*args, bells=self.bells)
+        else:
+            configure(*args)
 
     def _import_shim(self):
         module = sys.modules.get(SHIM_MODULE)
