@@ -99,6 +99,7 @@ FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest internal/proc:FuzzSanitize
 	internal/proc:FuzzCapture internal/proc:FuzzScrubStream tools:FuzzReadLines tools:FuzzExtractHTML \
 	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker \
 	kernelworker/internal/frame:FuzzParser kernelworker/internal/frame:FuzzStreamFastPath \
+	kernelworker/internal/frame:FuzzCellFastPath \
 	approval:FuzzParseDecision cmd/execute-code:FuzzServeLine \
 	tools:FuzzIgnoreFile pump:FuzzParseFrameName internal/bell:FuzzDecoder \
 	mcpsource:FuzzSignatureOf cmd/execute-code:FuzzParseMCP

@@ -18,6 +18,7 @@ import (
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/introspect"
 	"github.com/executecode/executecode/mcpsource"
+	"github.com/executecode/executecode/registry"
 	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/telemetry"
 	"github.com/executecode/executecode/tools"
@@ -139,6 +140,9 @@ type Runtime struct {
 
 	spawner *proc.Spawner
 	homes   homes
+	// keys builds every session cell's kernel key, remembering how the
+	// root and the interpreter resolved.
+	keys registry.KeyCache
 
 	// attachMu guards owners, the handle Attach returns per scope.
 	attachMu sync.Mutex
@@ -434,6 +438,8 @@ func (r *Runtime) Close(ctx context.Context) error {
 		}
 		err = errors.Join(err, tree.Shutdown(ctx))
 	}
+	// Every kernel is gone: so is what was made ahead for its cells.
+	err = errors.Join(err, r.closeHomes(ctx))
 	// After the runs and kernels, whose calls they may still answer;
 	// before the spawner, whose guard would otherwise kill them.
 	err = errors.Join(err, r.stopMCP(ctx))

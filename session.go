@@ -21,9 +21,6 @@ import (
 )
 
 const (
-	// registryTimeout bounds a lease's release, which the registry
-	// answers at once unless it is gone.
-	registryTimeout = 20 * time.Second
 	// defaultReapInterval is how often the registry looks for idle
 	// kernels.
 	defaultReapInterval = time.Minute
@@ -212,7 +209,7 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	if owner == nil {
 		return outcome{}, &notStarted{step: stepScope, err: errNoScope}
 	}
-	key, err := registry.NewKey(owner.scope.SessionID, owner.scope.AgentID, r.rootDir, rn.python, r.helpers)
+	key, err := r.keys.NewKey(owner.scope.SessionID, owner.scope.AgentID, r.rootDir, rn.python, r.helpers)
 	if err != nil {
 		return notRun(rn, ReasonInvalidSessionKey, "Script did not run: the session's kernel key is invalid ("+r.scrubError(err)+").", true, false), nil
 	}
@@ -242,11 +239,9 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	if err != nil {
 		return outcome{}, &notStarted{step: stepAcquire, err: err, resetPerformed: resetPerformed}
 	}
-	defer func() {
-		relCtx, cancel := context.WithTimeout(context.Background(), registryTimeout)
-		defer cancel()
-		_ = owner.tree.Registry.Release(relCtx, alloc.Lease)
-	}()
+	// Nothing waits for the release: the registry takes it before any
+	// later request of this caller, and a release has nothing to report.
+	defer owner.tree.Registry.ReleaseNoWait(alloc.Lease)
 
 	// The bridge lives in the kernel's home, the one place a confined
 	// kernel may write. A kernel that ended under the acquire has none.

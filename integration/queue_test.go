@@ -29,10 +29,13 @@ func TestAFullKernelQueueRefusesAtOnce(t *testing.T) {
 	go func() {
 		first <- e.cell(o, fmt.Sprintf("import os, time\nwhile not os.path.exists(%q):\n    time.sleep(0.005)\ntext('first')", gate))
 	}()
-	waitSnapshot(t, e, func(s executecode.Snapshot) bool { return s.InflightCells == 1 })
+	// Running and queued in the kernel's worker, not merely leased: a
+	// leased call has yet to reach the worker, and a later one may get
+	// there first.
+	waitSnapshot(t, e, func(s executecode.Snapshot) bool { return s.Phases["running"] == 1 })
 	second := make(chan executecode.Result, 1)
 	go func() { second <- e.cell(o, "text('second')") }()
-	waitSnapshot(t, e, func(s executecode.Snapshot) bool { return s.InflightCells == 2 })
+	waitSnapshot(t, e, func(s executecode.Snapshot) bool { return s.Queues.Queued == 1 })
 
 	started := time.Now()
 	res := e.cell(o, "open('third', 'w').close()")

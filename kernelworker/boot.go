@@ -69,7 +69,7 @@ func Start(parent actor.SpawnerContext, opts Options) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w: spawn worker: %w", ErrStartupFailed, err)
 	}
 	k.attach(parent.ActorSystem(), pid)
-	return Handle{PID: pid, Bells: k.bells, Workspace: k.dir}, nil
+	return Handle{PID: pid, Bells: k.bells, Workspace: k.dir, Status: w.view}, nil
 }
 
 // boot runs the steps of Start; the first failure undoes the
@@ -228,9 +228,26 @@ func (k *kernel) release(logger *zerolog.Logger) {
 	}
 }
 
+// evalRequest is the eval line (docs/protocol.md, Requests), a struct
+// rather than a map: it is encoded for every cell.
+type evalRequest struct {
+	V      int         `json:"v"`
+	Type   string      `json:"type"`
+	ID     string      `json:"id"`
+	Code   string      `json:"code"`
+	Cwd    string      `json:"cwd"`
+	Bridge *evalBridge `json:"bridge,omitempty"`
+}
+
+type evalBridge struct {
+	Dir          string `json:"dir"`
+	Token        string `json:"token"`
+	MaxTextBytes int    `json:"max_text_bytes"`
+}
+
 // requestLine encodes one request as a JSON line (docs/protocol.md,
 // Requests).
-func requestLine(req map[string]any) ([]byte, error) {
+func requestLine(req any) ([]byte, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err

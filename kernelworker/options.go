@@ -106,6 +106,8 @@ type Handle struct {
 	PID       *actor.PID
 	Bells     *bell.Pair
 	Workspace string
+	// Status is the worker's status without a message (StatusView).
+	Status *StatusView
 }
 
 func (o Options) withDefaults() Options {

@@ -22,6 +22,9 @@ type worker struct {
 	opts Options
 	log  zerolog.Logger
 	k    *kernel // nil once released
+	// view is the status the worker publishes for readers that do not
+	// send it a message (StatusView).
+	view *StatusView
 
 	behavior actor.Behavior
 	phase    *phase
@@ -59,8 +62,13 @@ func newWorker(opts Options, k *kernel) *worker {
 		k:          k,
 		behavior:   actor.NewBehavior(),
 		cpuLimited: opts.Limits.CPUSeconds > 0,
+		view:       &StatusView{},
+	}
+	if k != nil {
+		w.view.proc = k.proc
 	}
 	w.enter(phaseStarting)
+	w.view.publish(w.statusValue())
 	return w
 }
 
@@ -73,6 +81,7 @@ func (w *worker) Receive(ctx actor.Context) {
 			w.log.Error().Interface("panic", r).Msg("kernel worker failed; discarding its kernel")
 			w.abandon(ctx, telemetry.CrashUnknown)
 		}
+		w.view.publish(w.statusValue())
 	}()
 	w.behavior.Receive(ctx)
 }
@@ -124,7 +133,12 @@ func (w *worker) enter(p *phase) {
 }
 
 func (w *worker) status() *Status {
-	st := &Status{
+	st := w.statusValue()
+	return &st
+}
+
+func (w *worker) statusValue() Status {
+	st := Status{
 		Phase:          w.phase.name,
 		Generation:     w.opts.Generation,
 		Key:            w.opts.Key,
@@ -203,12 +217,14 @@ func validRequest(e *Execute) bool {
 	return true
 }
 
-// dispatch starts a cell: the timer is armed before the eval is
-// written, and the eval is written exactly once.
+// dispatch starts a cell: the timer is armed and the CPU budget applied
+// before the eval is written, and the eval is written exactly once. What
+// only the host needs (the capture, the cell.start event) is made after
+// the write, while the runner reads the request: no frame of the cell is
+// handled before dispatch returns.
 func (w *worker) dispatch(c *cell) {
 	w.cellSeq++
 	c.id = "cell-" + strconv.Itoa(w.cellSeq)
-	c.capture = proc.NewCapture(w.opts.MaxOutputBytes, w.opts.Spill, proc.ScrubWith(c.req.Scrub), proc.SpillLimit(w.opts.MaxSpillBytes))
 	c.dispatched = time.Now()
 	if c.expiry != nil {
 		c.expiry.Stop()
@@ -225,14 +241,15 @@ func (w *worker) dispatch(c *cell) {
 	if cwd == "" {
 		cwd = w.opts.Cwd
 	}
-	req := map[string]any{"v": 1, "type": "eval", "id": c.id, "code": c.req.Code, "cwd": cwd}
+	req := evalRequest{V: 1, Type: "eval", ID: c.id, Code: c.req.Code, Cwd: cwd}
 	if b := c.req.Bridge; b != nil {
-		req["bridge"] = map[string]any{"dir": b.Dir, "token": b.Token, "max_text_bytes": b.MaxTextBytes}
+		req.Bridge = &evalBridge{Dir: b.Dir, Token: b.Token, MaxTextBytes: b.MaxTextBytes}
 	}
 	if line, err := requestLine(req); err == nil {
 		// A lost write is bounded by the cell timer and the port exit.
 		w.k.stdin.send(line)
 	}
+	c.capture = proc.NewCapture(w.opts.MaxOutputBytes, w.opts.Spill, proc.ScrubWith(c.req.Scrub), proc.SpillLimit(w.opts.MaxSpillBytes))
 	w.emit(telemetry.CellStart{QueueDepth: len(w.queue), QueueCapacity: w.opts.MaxQueuedCells})
 	w.enter(phaseRunning)
 }
@@ -384,6 +401,14 @@ func (w *worker) reply(c *cell, res CellResult) {
 	res.RequestID = c.id
 	if res.CellsCompleted == 0 {
 		res.CellsCompleted = w.completed
+	}
+	if !res.StateRetained {
+		// The kernel is ending with this answer: its view says so before
+		// the caller can act on it, or the caller's next cell could be
+		// handed this kernel on the status of a moment ago.
+		st := w.statusValue()
+		st.Phase = PhaseStopping
+		w.view.publish(st)
 	}
 	select {
 	case c.req.Reply <- res:

@@ -36,7 +36,7 @@ type Exception struct {
 // headline. A missing "errno" reads as null.
 func ReadException(dir, token string, onRefused func()) (Exception, bool) {
 	var names []string
-	for _, name := range readNames(dir) {
+	for _, name := range readNames(dir, ExceptionPrefix) {
 		if strings.HasPrefix(name, ExceptionPrefix) && strings.HasSuffix(name, jsonSuffix) {
 			names = append(names, name)
 		}

@@ -64,34 +64,56 @@ type listing struct {
 // every sweep skips, and a listing through os.File.ReadDir would allocate an
 // entry for each of them on every sweep.
 func listDir(dir string) (listing, error) {
+	var l listing
+	var addErr error
+	err := scanDir(dir, func(name []byte, dtype byte) error {
+		addErr = l.add(dir, name, dtype)
+		return addErr
+	})
+	switch {
+	case addErr != nil:
+		return listing{}, addErr
+	case err != nil:
+		return listing{}, fmt.Errorf("list rpc directory: %w", err)
+	}
+	return l, nil
+}
+
+// scanDir calls each with every entry of dir but "." and "..", its name
+// (valid only during the call) and its type as the directory reports it,
+// with raw getdents64: one open and no other syscall per read, where an
+// os.File also probes and resets the descriptor's blocking mode. An error
+// of each ends the scan and is returned.
+func scanDir(dir string, each func(name []byte, dtype byte) error) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return listing{}, fmt.Errorf("list rpc directory: %w", &fs.PathError{Op: "open", Path: dir, Err: err})
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(fd)
 	bufp := direntBufs.Get().(*[]byte)
 	defer direntBufs.Put(bufp)
 	buf := *bufp
-	var l listing
 	for {
 		n, err := ignoringEINTR(func() (int, error) { return unix.Getdents(fd, buf) })
 		if err != nil {
-			return listing{}, fmt.Errorf("list rpc directory: %w", &fs.PathError{Op: "getdents", Path: dir, Err: err})
+			return &fs.PathError{Op: "getdents", Path: dir, Err: err}
 		}
 		if n <= 0 {
-			return l, nil
+			return nil
 		}
 		for rec := buf[:n]; len(rec) >= direntNameOffset; {
 			reclen := int(binary.NativeEndian.Uint16(rec[16:18]))
 			if reclen < direntNameOffset || reclen > len(rec) {
-				return listing{}, fmt.Errorf("list rpc directory: malformed directory entry")
+				return errors.New("malformed directory entry")
 			}
 			name := rec[direntNameOffset:reclen]
 			if z := bytes.IndexByte(name, 0); z >= 0 {
 				name = name[:z]
 			}
-			if err := l.add(dir, name, rec[18]); err != nil {
-				return listing{}, err
+			if string(name) != "." && string(name) != ".." {
+				if err := each(name, rec[18]); err != nil {
+					return err
+				}
 			}
 			rec = rec[reclen:]
 		}

@@ -3,8 +3,9 @@ package pump
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxCleanupEntries bounds the protocol files Stop unlinks
@@ -154,16 +155,31 @@ func (s *Server) contain(fn func() error) (err error) {
 // bridge directory, each a plain unlink; a directory is skipped, never
 // entered.
 func (s *Server) removeProtocolFiles() {
-	f, err := os.Open(s.cfg.Dir)
-	if err != nil {
-		return
-	}
-	des, _ := f.ReadDir(maxCleanupEntries)
-	f.Close()
-	for _, de := range des {
-		if de.IsDir() {
-			continue
+	var names []string
+	_ = scanDir(s.cfg.Dir, func(name []byte, dtype byte) error {
+		if len(names) == maxCleanupEntries {
+			return errEnough
 		}
-		_ = s.bridge.unlink(filepath.Join(s.cfg.Dir, de.Name()))
+		if dtype == unix.DT_UNKNOWN {
+			// A file system without types in its entries: ask, without
+			// following a link.
+			var st unix.Stat_t
+			if unix.Lstat(filepath.Join(s.cfg.Dir, string(name)), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				dtype = unix.DT_DIR
+			}
+		}
+		names = append(names, string(name))
+		if dtype == unix.DT_DIR {
+			names[len(names)-1] = "" // counted, never removed
+		}
+		return nil
+	})
+	for _, name := range names {
+		if name != "" {
+			_ = s.bridge.unlink(filepath.Join(s.cfg.Dir, name))
+		}
 	}
 }
+
+// errEnough ends a scan that has what it needs.
+var errEnough = errors.New("enough entries")

@@ -1,8 +1,8 @@
 package pump
 
 import (
+	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -23,7 +23,7 @@ const textFrameSlack = 256
 // each, and it is never charged. A skipped block does not stop the scan.
 // Files are left in place for teardown.
 func ReadTextBlocks(dir, token string, maxTextBytes int, onRefused func()) []string {
-	names := readNames(dir)
+	names := readNames(dir, textPrefix)
 	var frames []entry
 	for _, name := range names {
 		if strings.HasPrefix(name, textPrefix) && strings.HasSuffix(name, jsonSuffix) {
@@ -57,14 +57,16 @@ func ReadTextBlocks(dir, token string, maxTextBytes int, onRefused func()) []str
 	return blocks
 }
 
-// readNames lists dir once; an unreadable directory has no frames.
-func readNames(dir string) []string {
-	f, err := os.Open(dir)
-	if err != nil {
+// readNames lists the names in dir that begin with prefix, in one pass of
+// raw getdents64; an unreadable directory has no frames.
+func readNames(dir, prefix string) []string {
+	var names []string
+	err := scanDir(dir, func(name []byte, _ byte) error {
+		if bytes.HasPrefix(name, []byte(prefix)) {
+			names = append(names, string(name))
+		}
 		return nil
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
+	})
 	if err != nil {
 		return nil
 	}

@@ -100,6 +100,14 @@ func (r *registry) onAcquire(ctx actor.Context, m *acquireMsg, to replyTo) {
 	}
 	r.pending[ekey] = p
 	if e, ok := r.entries[ekey]; ok {
+		if e.view != nil {
+			// The status the worker published after its last message is
+			// what it would answer now, less the messages still in its
+			// mailbox, whose effects race with this acquire either way;
+			// it saves every reused cell a round trip to the worker.
+			r.onChecked(ctx, p, e, validate(e.view.Load(), e))
+			return
+		}
 		r.queryStatus(ctx, e, func(st workerStatus) { r.onChecked(ctx, p, e, st) })
 		return
 	}
@@ -315,7 +323,7 @@ func (r *registry) onStarted(ctx actor.Context, f *flight) {
 	now := r.cfg.Now()
 	e := &entry{
 		ekey: p.ekey, key: p.key, forkOwner: p.forkOwner, pid: h.PID,
-		worker: kernelworker.NewClient(ctx.ActorSystem().Root, h.PID), bells: h.Bells, workspace: h.Workspace,
+		worker: kernelworker.NewClient(ctx.ActorSystem().Root, h.PID), view: h.Status, bells: h.Bells, workspace: h.Workspace,
 		generation: p.gen, owners: map[string]*owner{}, leases: map[uint64]*lease{},
 		lastUse: now, startedAt: now, idleTimeout: p.idle, capacity: p.maxLive,
 	}

@@ -113,6 +113,15 @@ func (c *Client) Release(ctx context.Context, l Lease) error {
 	return rep.Err
 }
 
+// ReleaseNoWait is Release without waiting for the answer, which a
+// lease the registry issued never needs: the registry handles it before
+// anything sent after it returns (its mailbox keeps their order), so the
+// caller's next Acquire, Snapshot or Detach sees the lease released. A
+// registry that is gone drops it, as it dropped the lease.
+func (c *Client) ReleaseNoWait(l Lease) {
+	c.root.Send(c.pid, &releaseMsg{Lease: l})
+}
+
 // Reset discards o's state for key (see resetMsg). Its error wraps
 // ErrStopFailed when the old kernel could not be confirmed gone.
 func (c *Client) Reset(ctx context.Context, key Key, o *Owner) (ResetResult, error) {

@@ -54,11 +54,14 @@ type registry struct {
 
 // entry is a live kernel.
 type entry struct {
-	ekey       string
-	key        Key
-	forkOwner  string // owner PID key of a fork kernel; "" for a base kernel
-	pid        *actor.PID
-	worker     kernelworker.Client
+	ekey      string
+	key       Key
+	forkOwner string // owner PID key of a fork kernel; "" for a base kernel
+	pid       *actor.PID
+	worker    kernelworker.Client
+	// view is the worker's status without a message, nil for a worker
+	// that publishes none (kernelworker.StatusView).
+	view       *kernelworker.StatusView
 	bells      *bell.Pair
 	workspace  string
 	generation uint64

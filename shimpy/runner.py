@@ -94,6 +94,8 @@ CAPTURE = (5, 6)
 # frames what is left in the capture pipe.
 EXIT_DRAIN_SECONDS = 1.0
 SHIM_MODULE = "exec_tools"
+# How the host's one line before every cell begins (shimpy.RenderScript).
+HELPER_IMPORT = "from " + SHIM_MODULE + " import "
 HELPER_NAMES = ("ToolError", "read", "grep", "find", "ls", "webfetch", "text", "notify", "batch")
 UNSUPPORTED_INPUT_MESSAGE = (
     "input() is not supported: the persistent python kernel has no "
@@ -101,6 +103,7 @@ UNSUPPORTED_INPUT_MESSAGE = (
 )
 STDIN_UNAVAILABLE = "stdin is not available in the python kernel"
 
+_MISSING = object()
 _SURROGATES = dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
 _ModuleType = type(sys)
 _CodeType = type(compile("", "", "exec"))
@@ -482,6 +485,19 @@ class _Pipe(object):
         # (or drops it), so the open cell cannot change in between.
         self.lock = threading.Lock()
         self.eof = False
+        self.poller = select.poll()
+        self.poller.register(fd, select.POLLIN)
+
+    def ready(self):
+        """Whether a read would find bytes (or the end) now: every cell's
+        open and close look at a pipe that is nearly always empty, and a
+        failed read costs an exception."""
+        if self.eof:
+            return False
+        try:
+            return bool(self.poller.poll(0))
+        except (OSError, ValueError):
+            return True
 
     def read(self):
         """Bytes available now, or None when there are none (or no more)."""
@@ -524,6 +540,11 @@ class Kernel(object):
         self.pipe = None
         self.sources = {}
         self.cell_lines = None
+        # (line, code) of the helper import line, compiled once.
+        self.prelude = None
+        # (code, argument count or None, takes bells) of the shim's
+        # _configure.
+        self.configure_plan = None
         self.requests = None
         self.namespace = None
         self.active_threads = getattr(threading, "_active", {})
@@ -781,6 +802,8 @@ class Kernel(object):
 
     def _drain_now(self, pipe, deliver, deadline=None, limit=None):
         """Reads pipe until it is empty (pipe.lock held by the caller)."""
+        if not pipe.ready():
+            return
         taken = 0
         while True:
             data = pipe.read()
@@ -800,13 +823,15 @@ class Kernel(object):
         """Flushes sys.stdout/sys.stderr and, with own, the kernel's wrappers."""
         seen = [] if own else [self.stdout, self.stderr]
         for stream in (sys.stdout, sys.stderr, self.stdout, self.stderr):
-            if any(stream is other for other in seen):
-                continue
-            seen.append(stream)
-            try:
-                stream.flush()
-            except Exception:
-                pass
+            for other in seen:
+                if stream is other:
+                    break
+            else:
+                seen.append(stream)
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
 
     # -- cells --
 
@@ -817,7 +842,8 @@ class Kernel(object):
             # it belongs to no open cell (docs/decisions.md).
             self._drain_now(pipe, deliver=False, limit=LATE_DRAIN_BYTES)
             with self.wlock:
-                self._write_locked(self._encode({"v": PROTOCOL_VERSION, "type": "started", "id": cell_id}))
+                self._write_locked(b"%s{\"v\":%d,\"type\":\"started\",\"id\":%s}\n" % (
+                    FRAME_PREFIX, PROTOCOL_VERSION, _json_string(cell_id).encode("ascii")))
                 self.open_id = cell_id
                 self.open_gen = generation
 
@@ -839,8 +865,10 @@ class Kernel(object):
                 with self.wlock:
                     self.open_id = None
                     self.open_gen = None
-                    done = {"v": PROTOCOL_VERSION, "type": "done", "id": cell_id, "dropped": self._take_dropped()}
-                    self._write_locked(self._encode(done))
+                    # The frame _encode makes of {"v", "type", "id",
+                    # "dropped"}, spelled out: it ends every cell.
+                    self._write_locked(b"%s{\"v\":%d,\"type\":\"done\",\"id\":%s,\"dropped\":%d}\n" % (
+                        FRAME_PREFIX, PROTOCOL_VERSION, _json_string(cell_id).encode("ascii"), self._take_dropped()))
 
     def _run_cell(self, request):
         cell_id = request["id"]
@@ -849,13 +877,15 @@ class Kernel(object):
         self._open_cell(cell_id, generation)
         try:
             try:
-                code = self._compile(request["code"])
+                prelude, code = self._compile(request["code"])
                 self._enter_cwd(request.get("cwd") or self.base_cwd)
                 bridge = request.get("bridge")
                 if bridge is not None:
                     self._install_bridge(bridge, generation)
                 else:
                     self._uninstall_bridge()
+                if prelude is not None:
+                    exec(prelude, self.namespace)
                 exec(code, self.namespace)
             except BaseException as exc:
                 if os.getpid() != self.pid:
@@ -886,13 +916,41 @@ class Kernel(object):
             _real_exit(status & 0xFF)
 
     def _compile(self, source):
-        code = compile(source, CELL_FILENAME, "exec", dont_inherit=True)
+        """The cell's code: (helper import or None, the rest)."""
+        head, newline, body = source.partition("\n")
+        prelude = self._prelude(head) if newline else None
+        if prelude is not None:
+            # The host's import line is the same in every cell: it is
+            # compiled once, and the rest after a "pass" that keeps it on
+            # the lines it has in the whole source, behind a first
+            # statement (so a leading string is no docstring, and a
+            # __future__ import is refused as it would be after the import).
+            code = compile("pass\n" + body, CELL_FILENAME, "exec", dont_inherit=True)
+        else:
+            code = compile(source, CELL_FILENAME, "exec", dont_inherit=True)
         # Lines as the compiler numbers them: only \n, \r\n and \r end one
         # (str.splitlines would also split at \f, \x1c or U+2028).
         lines = [line + "\n" for line in source.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
         self.cell_lines = lines
         self._share_cell_lines()
         self._remember_source(code, lines)
+        return prelude, code
+
+    def _prelude(self, head):
+        """The compiled helper import line head, or None if head is not one
+        that stands alone on the first line."""
+        if self.prelude is not None and self.prelude[0] == head:
+            return self.prelude[1]
+        if not head.startswith(HELPER_IMPORT) or "\r" in head:
+            return None
+        try:
+            # A line that does not compile alone continues on the next
+            # (a bracket, a backslash): the whole source is compiled.
+            code = compile(head, CELL_FILENAME, "exec", dont_inherit=True)
+        except SyntaxError:
+            return None
+        self._remember_source(code, [head + "\n"])
+        self.prelude = (head, code)
         return code
 
     def _share_cell_lines(self):
@@ -949,22 +1007,32 @@ class Kernel(object):
         configure = getattr(module, "_configure", None)
         if configure is not None:
             self._configure(configure, rpc_dir, token, budget, generation)
-        self.namespace[SHIM_MODULE] = module
+        namespace = self.namespace
+        namespace[SHIM_MODULE] = module
         for name in HELPER_NAMES:
-            if hasattr(module, name):
-                self.namespace[name] = getattr(module, name)
+            value = getattr(module, name, _MISSING)
+            if value is not _MISSING:
+                namespace[name] = value
 
     def _configure(self, configure, rpc_dir, token, budget, generation):
         args = [rpc_dir, token, budget, generation]
-        kwargs = {}
         code = getattr(configure, "__code__", None)
-        if code is not None:
-            accepted = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-            if not code.co_flags & 0x04:  # CO_VARARGS
-                args = args[:code.co_argcount]
-            if self.bells is not None and (code.co_flags & 0x08 or "bells" in accepted):  # CO_VARKEYWORDS
-                kwargs["bells"] = self.bells
-        configure(*args, **kwargs)
+        plan = self.configure_plan
+        if plan is None or plan[0] is not code:
+            # What the shim's _configure takes, read once per code object.
+            nargs, bells = None, False
+            if code is not None:
+                accepted = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+                if not code.co_flags & 0x04:  # CO_VARARGS
+                    nargs = code.co_argcount
+                bells = bool(code.co_flags & 0x08 or "bells" in accepted)  # CO_VARKEYWORDS
+            plan = self.configure_plan = (code, nargs, bells)
+        if plan[1] is not None:
+            args = args[:plan[1]]
+        if plan[2] and self.bells is not None:
+            configure(*args, bells=self.bells)
+        else:
+            configure(*args)
 
     def _import_shim(self):
         module = sys.modules.get(SHIM_MODULE)

@@ -193,6 +193,9 @@ func protoErr(check, detail string) error {
 // and advances that state only when the frame is accepted.
 func (p *Parser) frame(body []byte) (Frame, error) {
 	obj, ok := streamFastPath(body)
+	if !ok {
+		obj, ok = cellFastPath(body)
+	}
 	if !ok || p.slowOnly {
 		var err error
 		if obj, err = decodeObject(body); err != nil {
@@ -253,6 +256,64 @@ var (
 	fastStreamStdout = []byte(`","stream":"stdout","data":"`)
 	fastStreamStderr = []byte(`","stream":"stderr","data":"`)
 	fastStreamTail   = []byte(`"}`)
+)
+
+// cellFastPath decodes the two frames every cell has, in the shapes the
+// runner writes them: {"v":1,"type":"started","id":"<id>"} and
+// {"v":1,"type":"done","id":"<id>","dropped":<n>}, compact, in that
+// order, with an id as streamFastPath takes it and n a JSON integer of
+// digits. For such a body it returns exactly what decodeObject would
+// (FuzzCellFastPath checks it); anything else goes the general way.
+func cellFastPath(body []byte) (map[string]any, bool) {
+	var typ string
+	var rest []byte
+	switch {
+	case bytes.HasPrefix(body, fastStartedHead):
+		typ, rest = Started, body[len(fastStartedHead):]
+	case bytes.HasPrefix(body, fastDoneHead):
+		typ, rest = Done, body[len(fastDoneHead):]
+	default:
+		return nil, false
+	}
+	q := bytes.IndexByte(rest, '"')
+	if q <= 0 {
+		return nil, false
+	}
+	id := rest[:q]
+	for _, c := range id {
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return nil, false
+		}
+	}
+	rest = rest[q:]
+	if typ == Started {
+		if !bytes.Equal(rest, fastStartedTail) {
+			return nil, false
+		}
+		return map[string]any{"v": json.Number("1"), "type": Started, "id": string(id)}, true
+	}
+	digits, ok := bytes.CutPrefix(rest, fastDoneDropped)
+	if !ok {
+		return nil, false
+	}
+	if digits, ok = bytes.CutSuffix(digits, fastDoneTail); !ok || len(digits) == 0 || len(digits) > 18 ||
+		(digits[0] == '0' && len(digits) > 1) {
+		return nil, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return nil, false
+		}
+	}
+	return map[string]any{"v": json.Number("1"), "type": Done, "id": string(id), "dropped": json.Number(digits)}, true
+}
+
+var (
+	fastStartedHead = []byte(`{"v":1,"type":"started","id":"`)
+	fastStartedTail = []byte(`"}`)
+	fastDoneHead    = []byte(`{"v":1,"type":"done","id":"`)
+	fastDoneDropped = []byte(`","dropped":`)
+	fastDoneTail    = []byte(`}`)
 )
 
 // decodeObject is the general decoding of a frame body: valid JSON, one

@@ -1,6 +1,7 @@
 package frame
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,6 +65,41 @@ func FuzzStreamFastPath(f *testing.F) {
 		}
 		// After a started frame for c1, so a stream frame can be valid.
 		in := append([]byte(fr(`{"v":1,"type":"ready"}`)+fr(`{"v":1,"type":"started","id":"c1"}`)+Prefix), body...)
+		in = append(in, '\n')
+		var withFast, without Parser
+		without.slowOnly = true
+		a, errA := withFast.Feed(in)
+		b, errB := without.Feed(in)
+		require.Equal(t, errB, errA)
+		require.Equal(t, b, a)
+	})
+}
+
+// FuzzCellFastPath holds the started and done fast path to the general
+// decoding: the same object for every body it takes, and the same frames
+// and errors from a parser with it as from one without.
+func FuzzCellFastPath(f *testing.F) {
+	f.Add([]byte(`{"v":1,"type":"started","id":"c1"}`))
+	f.Add([]byte(`{"v":1,"type":"done","id":"c1","dropped":0}`))
+	f.Add([]byte(`{"v":1,"type":"done","id":"c1","dropped":0012}`))
+	f.Add([]byte(`{"v":1,"type":"done","id":"c1","dropped":-1}`))
+	f.Add([]byte(`{"v":1,"type":"done","id":"c1","dropped":1e3}`))
+	f.Add([]byte(`{"v":1,"type":"done","id":"c1","dropped":99999999999999999999}`))
+	f.Add([]byte(`{"v":1,"type":"done","id":"c\u0031","dropped":3}`))
+	f.Add([]byte(`{"v":1,"type":"started","id":"c1"} `))
+	f.Add([]byte(`{"v":1,"type":"started","id":"c1","id":"c2"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if fast, ok := cellFastPath(body); ok {
+			slow, err := decodeObject(body)
+			require.NoError(t, err, "the fast path took a body the general decoding refuses")
+			require.Equal(t, slow, fast)
+		}
+		// After a ready and, for a done, the started frame of c1.
+		head := fr(`{"v":1,"type":"ready"}`)
+		if bytes.Contains(body, []byte(`"done"`)) {
+			head += fr(`{"v":1,"type":"started","id":"c1"}`)
+		}
+		in := append([]byte(head+Prefix), body...)
 		in = append(in, '\n')
 		var withFast, without Parser
 		without.slowOnly = true
