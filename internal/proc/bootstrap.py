@@ -1,13 +1,32 @@
 # The first act of every python3 the Spawner starts, before any user code:
 # wait until the host has set the rlimits, then finish the set-up a
 # pre-exec hook would have done, and confine this process when the host
-# asks for the sandbox. Without the variable (a program run by hand) it
-# does nothing.
+# asks for the sandbox. An interpreter started for a program file gets
+# the launcher first ("L"), which waits for its run and places the run's
+# descriptors; the run's program starts once everything here is done.
+# Without the variable (a program run by hand, or the program of a
+# launched interpreter, whose bootstrap already ran) it does nothing.
 import os as _os
 _v = _os.environ.pop("EXECUTE_CODE_HANDSHAKE", None)
 if _v is not None:
     _fd, _host = (int(_x) for _x in _v.split(":"))
+
+    def _take(n):
+        b = b""
+        while len(b) < n:
+            c = _os.read(_fd, n - len(b))
+            if not c:
+                _os._exit(125)
+            b += c
+        return b
+
     _go = _os.read(_fd, 1)
+    _launch = None
+    if _go == b"L":
+        _launch = {"_fd": _fd, "_take": _take}
+        exec(compile(_take(int(_take(8), 16)), "<execute-code launcher>", "exec"), _launch)
+        _fd = _launch["_fd"]
+        _go = _os.read(_fd, 1)
     if _go not in (b"1", b"S"):
         # The host failed a step and kills this process; never run on.
         _os._exit(125)
@@ -29,13 +48,11 @@ if _v is not None:
         _os._exit(125)
     if _go == b"S":
         # The sandbox program follows, its length in 8 hex digits.
-        def _take(n):
-            b = b""
-            while len(b) < n:
-                c = _os.read(_fd, n - len(b))
-                if not c:
-                    _os._exit(125)
-                b += c
-            return b
         exec(compile(_take(int(_take(8), 16)), "<execute-code sandbox>", "exec"), {"_fd": _fd})
+    elif _launch is not None:
+        # A launched interpreter always answers: the host hands out no
+        # interpreter that did not get this far.
+        _os.write(_fd, b"ok 0 0 0 0 0\n")
     _os.close(_fd)
+    if _launch is not None:
+        _launch["_main"]()

@@ -53,6 +53,8 @@ type Process struct {
 	errDone    chan struct{}
 	// sandbox is what the interpreter confined itself with (Command.Sandbox).
 	sandbox Protections
+	// stdin is the host's end of fd 0 (Command.StdinSocket).
+	stdin *os.File
 
 	mu            sync.Mutex
 	reaped        bool
@@ -81,6 +83,22 @@ func (p *Process) Pid() int { return p.pid }
 // Sandbox is what the interpreter confined itself with before its program
 // ran: the zero value for one started without a Command.Sandbox.
 func (p *Process) Sandbox() Protections { return p.sandbox }
+
+// Stdin is the host's end of the socket behind python's fd 0
+// (Command.StdinSocket), non-blocking, or nil. The caller owns it.
+func (p *Process) Stdin() *os.File { return p.stdin }
+
+// whileUnreaped runs f while the child's pid is still its own (alive, or
+// a zombie nobody reaped), so a step on the pid cannot reach a stranger;
+// it fails with errGone once the child is reaped.
+func (p *Process) whileUnreaped(f func() error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return errGone
+	}
+	return f()
+}
 
 // Done is closed once the child is reaped, its group killed and its output
 // drained.

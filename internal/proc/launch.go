@@ -1,0 +1,597 @@
+package proc
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/executecode/executecode/internal/proc/internal/sweep"
+)
+
+// A Command with Main is started in two steps, so that the first can
+// happen before its run exists (KeepWarm): an interpreter is forked with
+// what is the same for every run of its shape (interpreter, flags, the
+// start-up environment, the pipes behind fds 1 and 2, the socket behind
+// fd 0) and gets the launcher and the source it may compile ahead; then a
+// run takes it, sets its limits with prlimit(2) and sends what is the
+// run's own (Main, argv, the working directory, the environment's per-run
+// part, the extra files as SCM_RIGHTS, the sandbox). A run that finds no
+// warm interpreter of its shape forks one and takes it at once: a cold
+// start is the same two steps back to back, so a warm and a cold start
+// run the program alike.
+
+//go:embed launcher.py
+var launcherSource string
+
+// errGone: the interpreter died before it took its run, so the run never
+// started on it.
+var errGone = errors.New("interpreter gone before its run")
+
+// maxWarmTries bounds how many warm interpreters a start tries that turn
+// out dead before it starts one of its own.
+const maxWarmTries = 3
+
+// holdBound is how much output a warm interpreter may write before its
+// run (start-up noise of a site hook) and still be handed out: what it
+// wrote goes to its run's output, as a cold start's would.
+const holdBound = 64 << 10
+
+// shape is what an interpreter for a Main is started with before it knows
+// its run; two commands of one key are served by the same interpreters.
+type shape struct {
+	path      string
+	flags     []string
+	env       []string // the start-up environment, handshake excepted
+	dir       string   // the start-up working directory
+	stdin     bool     // fd 0 is a socket (StdinSocket), else /dev/null
+	ownStderr bool
+	prepared  string
+	key       string
+}
+
+// shapeOf is cmd's shape. The start-up directory shapes the interpreter
+// only through a relative PYTHONPATH entry (site makes sys.path absolute
+// against it), so only then is it part of the key.
+func shapeOf(cmd Command) shape {
+	base := cmd.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	start := base
+	if cmd.Sandbox != nil {
+		start = cmd.Sandbox.startEnv(base)
+	}
+	start = environ(start, cmd.Limits.MemoryMB > 0)
+	sh := shape{path: cmd.Path, flags: slices.Clone(cmd.Flags), env: start, dir: cmd.Dir,
+		stdin: cmd.StdinSocket, ownStderr: cmd.Stderr != nil, prepared: cmd.MainSource}
+	h := sha256.New()
+	field := func(s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	list := func(l []string) {
+		field(fmt.Sprint(len(l)))
+		for _, s := range l {
+			field(s)
+		}
+	}
+	field(cmd.Path)
+	list(cmd.Flags)
+	list(start)
+	field(fmt.Sprint(sh.stdin, sh.ownStderr, cmd.Sandbox != nil))
+	field(cmd.MainSource)
+	field(cmd.Tag)
+	if relativePythonPath(start) {
+		field(cmd.Dir)
+	}
+	sh.key = string(h.Sum(nil))
+	return sh
+}
+
+func relativePythonPath(env []string) bool {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PYTHONPATH="); ok {
+			for _, p := range filepath.SplitList(v) {
+				if !filepath.IsAbs(p) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// pyEnviron is env as python's os.environ holds it: entries without "="
+// are left out and the first of a repeated name wins.
+func pyEnviron(env []string) ([]string, map[string]string) {
+	var keys []string
+	vals := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if _, dup := vals[k]; dup {
+			continue
+		}
+		keys = append(keys, k)
+		vals[k] = v
+	}
+	return keys, vals
+}
+
+// runSpec is the "R" message: what is the run's own, as NUL-separated
+// fields (no field of an argv, an environment or a path can hold a NUL).
+func runSpec(cmd Command, sh shape) ([]byte, error) {
+	runEnv := cmd.Env
+	if runEnv == nil {
+		runEnv = os.Environ()
+	}
+	if cmd.Sandbox != nil {
+		runEnv = cmd.Sandbox.env(runEnv)
+	}
+	runEnv = environ(runEnv, cmd.Limits.MemoryMB > 0)
+	startKeys, startVals := pyEnviron(sh.env)
+	runKeys, runVals := pyEnviron(runEnv)
+	var unset, set []string
+	for _, k := range startKeys {
+		if _, ok := runVals[k]; !ok {
+			unset = append(unset, k)
+		}
+	}
+	for _, k := range runKeys {
+		if v, ok := startVals[k]; !ok || v != runVals[k] {
+			set = append(set, k, runVals[k])
+		}
+	}
+	cwd := cmd.Dir
+	if cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("working directory: %w", err)
+		}
+		cwd = wd
+	}
+	argv := append([]string{cmd.Main}, cmd.Args...)
+	orig := append(append(append([]string{cmd.Path}, cmd.Flags...), cmd.Main), cmd.Args...)
+	mask := make([]byte, len(cmd.ExtraFiles))
+	for i, f := range cmd.ExtraFiles {
+		mask[i] = '0'
+		if f != nil {
+			mask[i] = '1'
+		}
+	}
+	fields := []string{cmd.Main, cwd}
+	for _, l := range [][]string{argv, orig, unset, set} {
+		fields = append(fields, fmt.Sprint(len(l)))
+		fields = append(fields, l...)
+	}
+	fields = append(fields, string(mask))
+	for _, f := range fields {
+		if strings.IndexByte(f, 0) >= 0 {
+			return nil, fmt.Errorf("%w: a NUL byte in an argument, the environment or a path", syscall.EINVAL)
+		}
+	}
+	return []byte(strings.Join(fields, "\x00")), nil
+}
+
+// message frames a payload as the bootstrap reads it: a type byte, the
+// length in 8 hex digits, the bytes.
+func message(typ byte, payload ...[]byte) []byte {
+	b := []byte{typ}
+	for _, p := range payload {
+		b = fmt.Appendf(b, "%08x", len(p))
+		b = append(b, p...)
+	}
+	return b
+}
+
+// interp is one interpreter forked for a Main: registered with the guard,
+// given the launcher, not yet given a run.
+type interp struct {
+	sh      shape
+	p       *Process
+	hs      *os.File // the handshake's host end
+	stdin   *os.File // the host's end of fd 0 (StdinSocket), else nil
+	out     *holdWriter
+	errOut  *holdWriter
+	started time.Time
+	// ready is closed once the launcher waits for its run, or once it
+	// cannot (readyErr).
+	ready    chan struct{}
+	readyErr error
+}
+
+// isReady says whether the interpreter waits for its run now.
+func (it *interp) isReady() bool {
+	select {
+	case <-it.ready:
+		return it.readyErr == nil
+	default:
+		return false
+	}
+}
+
+// fork starts an interpreter of sh. Its output is held until a run takes
+// it (see holdWriter).
+func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
+	cio, err := openChildIO(sh.ownStderr)
+	if err != nil {
+		return nil, err
+	}
+	// The host never needs the child's ends: closed whatever happens.
+	defer cio.closeChildEnds()
+	it := &interp{sh: sh, hs: cio.release, ready: make(chan struct{}),
+		out: &holdWriter{}, errOut: &holdWriter{}}
+	cio.release = nil // the interpreter's now, until its run is sent
+	closeHost := func() {
+		it.hs.Close()
+		if it.stdin != nil {
+			it.stdin.Close()
+		}
+	}
+	stdin := cio.devnull
+	if sh.stdin {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			closeHost()
+			cio.closeHostEnds()
+			return nil, fmt.Errorf("stdin socket: %w", err)
+		}
+		stdin = fds[0]
+		defer unix.Close(fds[0])
+		if err := unix.SetNonblock(fds[1], true); err != nil {
+			unix.Close(fds[1])
+			closeHost()
+			cio.closeHostEnds()
+			return nil, fmt.Errorf("stdin socket: %w", err)
+		}
+		it.stdin = os.NewFile(uintptr(fds[1]), "python-stdin")
+	}
+	stderr := cio.outWrite
+	if cio.errWrite >= 0 {
+		stderr = cio.errWrite
+	}
+	argv := append(append([]string{sh.path}, sh.flags...), "-c", Bootstrap)
+	req := spawnRequest{
+		path: sh.path,
+		argv: argv,
+		attr: &syscall.ProcAttr{
+			Dir:   sh.dir,
+			Env:   append(slices.Clone(sh.env), handshakeValue(3, os.Getpid())),
+			Files: []uintptr{uintptr(stdin), uintptr(cio.outWrite), uintptr(stderr), uintptr(cio.hsRead)},
+			Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+		},
+		reply: make(chan spawnReply, 1),
+	}
+	p := newProcess(cio.out, cio.errOut, s.guard.remove)
+	it.p = p
+	pidc := make(chan int, 1)
+	go p.wait(pidc)
+	fail := func(err error) (*interp, error) {
+		close(pidc)
+		closeHost()
+		cio.closeHostEnds()
+		return nil, err
+	}
+	s.guard.prepare(sh.path)
+	p.forks0, _ = sweep.ForkCount()
+	select {
+	case s.reqs <- req:
+	case <-s.quit:
+		return fail(ErrClosed)
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	r := <-req.reply
+	if r.err != nil {
+		return fail(r.err)
+	}
+	p.pid = r.pid
+	it.started = time.Now()
+	// Registered before the waiter learns the pid, so the removal at the
+	// child's end always follows this; an unguarded child is refused.
+	gerr := s.guard.add(r.pid)
+	if gerr != nil {
+		_ = unix.Kill(-r.pid, unix.SIGKILL)
+	}
+	go copyOutput(p.out, it.out, p.readerDone)
+	if cio.errOut != nil {
+		go copyOutput(cio.errOut, it.errOut, p.errDone)
+	}
+	pidc <- r.pid
+	if gerr == nil {
+		_ = it.hs.SetWriteDeadline(time.Now().Add(handshakeWriteBound))
+		_, gerr = it.hs.Write(message('L', []byte(launcherSource), []byte(sh.prepared)))
+		if gerr != nil {
+			gerr = fmt.Errorf("handshake: %w", gerr)
+		}
+	}
+	if gerr != nil {
+		p.Kill()
+		<-p.done
+		closeHost()
+		return nil, gerr
+	}
+	go it.awaitReady()
+	return it, nil
+}
+
+// awaitReady reads the launcher's "w": it compiled what it was given and
+// waits for its run.
+func (it *interp) awaitReady() {
+	defer close(it.ready)
+	var b [2]byte
+	if _, err := io.ReadFull(it.hs, b[:]); err != nil {
+		it.readyErr = fmt.Errorf("%w: %w", errGone, err)
+		return
+	}
+	if string(b[:]) != "w\n" {
+		it.readyErr = fmt.Errorf("%w: launcher said %q", errGone, b[:])
+	}
+}
+
+// discard ends an interpreter that will never run anything and waits for
+// its end.
+func (it *interp) discard() {
+	it.p.Kill()
+	<-it.p.done
+	it.hs.Close()
+	if it.stdin != nil {
+		it.stdin.Close()
+	}
+}
+
+// startMain starts cmd on a warm interpreter of its shape when the pool
+// has one, else on one forked for it.
+func (s *Spawner) startMain(ctx context.Context, cmd Command) (*Process, error) {
+	if cmd.Stdin != nil {
+		return nil, fmt.Errorf("start %s: a Main takes StdinSocket, not Stdin", cmd.Path)
+	}
+	sh := shapeOf(cmd)
+	spec, err := runSpec(cmd, sh)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	release := []byte("1")
+	if cmd.Sandbox != nil {
+		prog, err := cmd.Sandbox.payload()
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+		}
+		release = message('S', prog)
+	}
+	for tries := 0; ; tries++ {
+		var it *interp
+		if tries < maxWarmTries {
+			it = s.pool.take(sh.key)
+		}
+		if it == nil {
+			if it, err = s.fork(ctx, sh); err != nil {
+				if errors.Is(err, ErrClosed) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+			}
+			// A cold start's output is its run's from the first byte.
+			it.out.attach(cmd.Output)
+			it.errOut.attach(cmd.Stderr)
+			p, err := s.launch(ctx, it, cmd, spec, release)
+			if errors.Is(err, errGone) && cmd.Sandbox == nil {
+				// Died in its own start-up (a broken site hook): the run
+				// sees that exit and its output, as with a direct start.
+				it.hs.Close()
+				p = it.p
+				p.stdin = it.stdin
+				return p, nil
+			}
+			if err != nil {
+				it.discard()
+				return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+			}
+			return p, nil
+		}
+		p, err := s.launch(ctx, it, cmd, spec, release)
+		if errors.Is(err, errGone) {
+			it.discard()
+			continue
+		}
+		if err != nil {
+			it.discard()
+			return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+		}
+		it.out.attach(cmd.Output)
+		it.errOut.attach(cmd.Stderr)
+		return p, nil
+	}
+}
+
+// launch gives it its run: the limits, then the run's message, its extra
+// files and the release, then the launcher's status. An error wrapping
+// errGone means the interpreter died before it took the run.
+func (s *Spawner) launch(ctx context.Context, it *interp, cmd Command, spec, release []byte) (*Process, error) {
+	p := it.p
+	err := p.whileUnreaped(func() error { return applyLimits(p.pid, cmd.Limits) })
+	if err != nil && !p.Alive() {
+		err = fmt.Errorf("%w: %w", errGone, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-it.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if it.readyErr != nil {
+		return nil, it.readyErr
+	}
+	// From here on what it writes is its run's output, however much.
+	if !it.out.take() || !it.errOut.take() {
+		return nil, fmt.Errorf("%w: it wrote more than %d bytes before its run", errGone, holdBound)
+	}
+	_ = it.hs.SetWriteDeadline(time.Now().Add(handshakeWriteBound))
+	if _, err := it.hs.Write(message('R', spec)); err != nil {
+		return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
+	}
+	var fds []int
+	for _, f := range cmd.ExtraFiles {
+		if f != nil {
+			fds = append(fds, int(f.Fd()))
+		}
+	}
+	if len(fds) > 0 {
+		err := sendRights(it.hs, fds)
+		runtime.KeepAlive(cmd.ExtraFiles)
+		if err != nil {
+			return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
+		}
+	}
+	if _, err := it.hs.Write(release); err != nil {
+		return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
+	}
+	got, err := awaitStatus(ctx, it.hs, cmd.Sandbox != nil)
+	if err != nil {
+		return nil, err
+	}
+	p.sandbox = got
+	it.hs.Close()
+	p.stdin = it.stdin
+	return p, nil
+}
+
+// sendRights passes fds on f as SCM_RIGHTS on the one byte "F".
+func sendRights(f *os.File, fds []int) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), []byte{'F'}, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
+		return serr != unix.EAGAIN
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// awaitStatus reads the launcher's one status line: "ok ABI FS NET SCOPED
+// SECCOMP" once the run's set-up is in force (all zero without a
+// sandbox), "error MESSAGE" from the sandbox, "fail MESSAGE" from the
+// launcher. The end of the stream first wraps errGone, or ErrSandbox for
+// an interpreter to be confined.
+func awaitStatus(ctx context.Context, hs *os.File, sandboxed bool) (Protections, error) {
+	stop := context.AfterFunc(ctx, func() { _ = hs.SetReadDeadline(time.Now()) })
+	defer stop()
+	line, err := bufio.NewReader(hs).ReadString('\n')
+	switch {
+	case err != nil && ctx.Err() != nil && sandboxed:
+		return Protections{}, fmt.Errorf("%w: no sandbox status in time: %w", ErrSandbox, ctx.Err())
+	case err != nil && ctx.Err() != nil:
+		return Protections{}, ctx.Err()
+	case err != nil && line == "" && sandboxed:
+		return Protections{}, fmt.Errorf("%w: the interpreter ended before it confined itself: %w", ErrSandbox, err)
+	case err != nil && line == "":
+		return Protections{}, fmt.Errorf("%w: %w", errGone, err)
+	case err != nil:
+		return Protections{}, fmt.Errorf("launcher: unfinished status %q", line)
+	}
+	if msg, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "fail "); ok {
+		return Protections{}, fmt.Errorf("launcher: %s", msg)
+	}
+	got, err := readSandboxStatus(bufio.NewReader(strings.NewReader(line)))
+	if err != nil {
+		if !sandboxed {
+			return Protections{}, fmt.Errorf("launcher: %w", err)
+		}
+		return Protections{}, err
+	}
+	if !sandboxed {
+		if got != (Protections{}) {
+			return Protections{}, fmt.Errorf("launcher: status %q for an interpreter not to be confined", line)
+		}
+		return got, nil
+	}
+	if want := Planned(got.ABI); got != want || got.ABI < MinLandlockABI {
+		return Protections{}, fmt.Errorf("%w: the interpreter reported %+v in force, not %+v", ErrSandbox, got, want)
+	}
+	return got, nil
+}
+
+// holdWriter is a warm interpreter's output until its run has it: what
+// it wrote before its run (at most holdBound; more spoils it) and since
+// (unbounded, taken) is kept, and written to the run's output first once
+// attached.
+type holdWriter struct {
+	mu       sync.Mutex
+	attached bool
+	taken    bool
+	w        io.Writer
+	held     []byte
+	overflow bool
+}
+
+// take ends the bound: false if it was exceeded already.
+func (h *holdWriter) take() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.taken = true
+	return !h.overflow
+}
+
+func (h *holdWriter) Write(b []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.attached {
+		if h.w == nil {
+			return len(b), nil
+		}
+		return h.w.Write(b)
+	}
+	if !h.taken && len(h.held)+len(b) > holdBound {
+		h.overflow = true
+		return len(b), nil
+	}
+	h.held = append(h.held, b...)
+	return len(b), nil
+}
+
+// attach sends what was held, then everything after, to w (nil discards
+// it); false if more was written than held.
+func (h *holdWriter) attach(w io.Writer) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.attached {
+		return true
+	}
+	if h.overflow && !h.taken {
+		return false
+	}
+	h.attached, h.w = true, w
+	if len(h.held) > 0 && w != nil {
+		if _, err := w.Write(h.held); err != nil {
+			h.w = nil
+		}
+	}
+	h.held = nil
+	return true
+}

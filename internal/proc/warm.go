@@ -1,0 +1,252 @@
+package proc
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// pool keeps interpreters started ahead for one shape, the runtime's
+// default (KeepWarm): each fresh, forked by the Spawner's thread like any
+// child and registered with the guard, past python's start-up and waiting
+// for a run, which takes it whole; nothing of one run ever reaches
+// another's interpreter. A take starts a replacement in the background.
+// An interpreter idle for the idle timeout is ended and not replaced
+// until the next start of the shape asks for one.
+type pool struct {
+	s *Spawner
+	// ctx bounds the pool's own forks; cancelled by close.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	n        int
+	idle     time.Duration
+	template func() (Command, bool)
+	// key is the template's shape when it was last asked; only a start
+	// of that shape refills the pool.
+	key string
+	// warm are started and not taken, oldest first: waiting for a run, or
+	// still in their start-up.
+	warm    []*interp
+	filling int
+	// dormant: the idle timeout emptied the pool; the next start of its
+	// shape refills it.
+	dormant bool
+	closed  bool
+	timer   *time.Timer
+}
+
+func newPool(s *Spawner) *pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &pool{s: s, ctx: ctx, cancel: cancel}
+}
+
+// KeepWarm keeps n interpreters of template's shape started ahead (n 0:
+// none), each ended once idle for idle (0: never). template is asked for
+// a Command at every refill, so a changed environment makes the next
+// ones of the new shape (those of the old are ended); its per-run fields
+// (Main, Args, Dir's effect on the run, ExtraFiles, Output, Limits but
+// for MemoryMB's effect on the environment, the Sandbox's rules) are not
+// used. ok false from template starts none for now. A Start of that
+// shape takes one instead of forking; any other shape starts cold.
+func (s *Spawner) KeepWarm(n int, idle time.Duration, template func() (cmd Command, ok bool)) {
+	p := s.pool
+	key := ""
+	if cmd, ok := template(); ok && n > 0 {
+		key = shapeOf(cmd).key
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.n, p.idle, p.template, p.dormant = max(n, 0), idle, template, false
+	var drop []*interp
+	if key != "" {
+		p.key = key
+		drop = p.dropLocked(func(it *interp) bool { return it.sh.key != p.key })
+	} else {
+		p.key = ""
+		p.key = ""
+		drop, p.warm = p.warm, nil
+	}
+	for len(p.warm) > p.n {
+		drop = append(drop, p.warm[len(p.warm)-1])
+		p.warm = p.warm[:len(p.warm)-1]
+	}
+	p.refillLocked()
+	p.mu.Unlock()
+	discardAll(drop)
+}
+
+// Warm counts the interpreters waiting for a run now.
+func (s *Spawner) Warm() int {
+	p := s.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, it := range p.warm {
+		if it.isReady() {
+			n++
+		}
+	}
+	return n
+}
+
+// take hands out the oldest warm interpreter of key, or nil. A take of
+// the pool's own shape, hit or miss, starts the replacements.
+func (p *pool) take(key string) *interp {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	var got *interp
+	for i, it := range p.warm {
+		if it.sh.key == key {
+			got = it
+			p.warm = append(p.warm[:i:i], p.warm[i+1:]...)
+			break
+		}
+	}
+	if key == p.key {
+		p.dormant = false
+		p.refillLocked()
+	}
+	return got
+}
+
+func (p *pool) refillLocked() {
+	if p.closed || p.dormant || p.template == nil {
+		return
+	}
+	for need := p.n - len(p.warm) - p.filling; need > 0; need-- {
+		p.filling++
+		p.wg.Add(1)
+		go p.fill()
+	}
+}
+
+// fill starts one interpreter for the pool and, once it waits for a run,
+// lets the idle timer know.
+func (p *pool) fill() {
+	defer p.wg.Done()
+	p.mu.Lock()
+	template := p.template
+	p.mu.Unlock()
+	var it *interp
+	if cmd, ok := template(); ok {
+		it, _ = p.s.fork(p.ctx, shapeOf(cmd))
+	}
+	p.mu.Lock()
+	p.filling--
+	if it == nil {
+		// A failed fork is not retried here: the next take asks again,
+		// and its own cold start reports the failure.
+		p.mu.Unlock()
+		return
+	}
+	if p.closed || len(p.warm) >= p.n {
+		p.mu.Unlock()
+		it.discard()
+		return
+	}
+	var stale []*interp
+	if it.sh.key != p.key {
+		// The environment changed since the pool's shape was taken: the
+		// new shape is the one runs will ask for.
+		p.key = it.sh.key
+		stale = p.dropLocked(func(o *interp) bool { return o.sh.key != p.key })
+	}
+	p.warm = append(p.warm, it)
+	p.mu.Unlock()
+	discardAll(stale)
+
+	select {
+	case <-it.ready:
+	case <-p.ctx.Done():
+		return // close ends it
+	}
+	p.mu.Lock()
+	if it.readyErr != nil {
+		// It died in its start-up (someone killed it, or a site hook
+		// broke): never handed out.
+		dead := p.dropLocked(func(o *interp) bool { return o == it })
+		p.mu.Unlock()
+		discardAll(dead)
+		return
+	}
+	p.armLocked()
+	p.mu.Unlock()
+}
+
+// dropLocked removes the warm interpreters f selects and returns them.
+func (p *pool) dropLocked(f func(*interp) bool) []*interp {
+	var out []*interp
+	keep := p.warm[:0]
+	for _, it := range p.warm {
+		if f(it) {
+			out = append(out, it)
+		} else {
+			keep = append(keep, it)
+		}
+	}
+	clear(p.warm[len(keep):])
+	p.warm = keep
+	return out
+}
+
+// armLocked sets the idle timer for the oldest warm interpreter.
+func (p *pool) armLocked() {
+	if p.idle <= 0 || p.closed || len(p.warm) == 0 {
+		return
+	}
+	due := time.Until(p.warm[0].started.Add(p.idle))
+	if p.timer == nil {
+		p.timer = time.AfterFunc(max(due, 0), p.reap)
+		return
+	}
+	p.timer.Reset(max(due, 0))
+}
+
+// reap ends the interpreters idle for the idle timeout; the pool then
+// waits for a start of its shape to refill.
+func (p *pool) reap() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	old := p.dropLocked(func(it *interp) bool { return now.Sub(it.started) >= p.idle })
+	if len(old) > 0 {
+		p.dormant = true
+	}
+	p.armLocked()
+	p.mu.Unlock()
+	discardAll(old)
+}
+
+// close ends every warm interpreter and every fork still in flight, and
+// returns once they are all gone.
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	all := p.warm
+	p.warm = nil
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.mu.Unlock()
+	p.cancel()
+	discardAll(all)
+	p.wg.Wait()
+}
+
+func discardAll(its []*interp) {
+	for _, it := range its {
+		it.discard()
+	}
+}
