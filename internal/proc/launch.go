@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -46,10 +45,10 @@ var errGone = errors.New("interpreter gone before its run")
 // out dead before it starts one of its own.
 const maxWarmTries = 3
 
-// holdBound is how much output a warm interpreter may write before its
-// run (start-up noise of a site hook) and still be handed out: what it
-// wrote goes to its run's output, as a cold start's would.
-const holdBound = 64 << 10
+// earlyBound is how much of what an interpreter writes before its run
+// (start-up noise of a site hook) is kept, for a run whose interpreter
+// died before it.
+const earlyBound = 64 << 10
 
 // shape is what an interpreter for a Main is started with before it knows
 // its run; two commands of one key are served by the same interpreters.
@@ -171,11 +170,16 @@ func runSpec(cmd Command, sh shape) ([]byte, error) {
 	}
 	argv := append([]string{cmd.Main}, cmd.Args...)
 	orig := append(append(append([]string{cmd.Path}, cmd.Flags...), cmd.Main), cmd.Args...)
-	mask := make([]byte, len(cmd.ExtraFiles))
+	// The descriptors come as SCM_RIGHTS in this order: the run's output
+	// pipe as fds 1 and 2 (or its stderr pipe as 2), then the extra
+	// files that are not nil; a nil one is a closed descriptor, and the
+	// handshake follows the extra files.
+	targets, closed := []string{"1", "2"}, []string{}
 	for i, f := range cmd.ExtraFiles {
-		mask[i] = '0'
 		if f != nil {
-			mask[i] = '1'
+			targets = append(targets, fmt.Sprint(3+i))
+		} else {
+			closed = append(closed, fmt.Sprint(3+i))
 		}
 	}
 	fields := []string{cmd.Main, cwd}
@@ -183,7 +187,7 @@ func runSpec(cmd Command, sh shape) ([]byte, error) {
 		fields = append(fields, fmt.Sprint(len(l)))
 		fields = append(fields, l...)
 	}
-	fields = append(fields, string(mask))
+	fields = append(fields, strings.Join(targets, ","), strings.Join(closed, ","), fmt.Sprint(3+len(cmd.ExtraFiles)))
 	for _, f := range fields {
 		if strings.IndexByte(f, 0) >= 0 {
 			return nil, fmt.Errorf("%w: a NUL byte in an argument, the environment or a path", syscall.EINVAL)
@@ -206,12 +210,14 @@ func message(typ byte, payload ...[]byte) []byte {
 // interp is one interpreter forked for a Main: registered with the guard,
 // given the launcher, not yet given a run.
 type interp struct {
-	sh      shape
-	p       *Process
-	hs      *os.File // the handshake's host end
-	stdin   *os.File // the host's end of fd 0 (StdinSocket), else nil
-	out     *holdWriter
-	errOut  *holdWriter
+	sh    shape
+	p     *Process
+	hs    *os.File // the handshake's host end
+	stdin *os.File // the host's end of fd 0 (StdinSocket), else nil
+	// early is what it wrote before its run, into the pipes it started
+	// with: dropped, unless it died before its run (then that explains
+	// why).
+	early   *TailBuffer
 	started time.Time
 	// ready is closed once the launcher waits for its run, or once it
 	// cannot (readyErr).
@@ -229,8 +235,8 @@ func (it *interp) isReady() bool {
 	}
 }
 
-// fork starts an interpreter of sh. Its output is held until a run takes
-// it (see holdWriter).
+// fork starts an interpreter of sh, with pipes behind fds 1 and 2 that
+// only its start-up writes to (see interp.early): its run brings its own.
 func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 	cio, err := openChildIO(sh.ownStderr)
 	if err != nil {
@@ -238,8 +244,7 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 	}
 	// The host never needs the child's ends: closed whatever happens.
 	defer cio.closeChildEnds()
-	it := &interp{sh: sh, hs: cio.release, ready: make(chan struct{}),
-		out: &holdWriter{}, errOut: &holdWriter{}}
+	it := &interp{sh: sh, hs: cio.release, ready: make(chan struct{}), early: NewTailBuffer(earlyBound)}
 	cio.release = nil // the interpreter's now, until its run is sent
 	closeHost := func() {
 		it.hs.Close()
@@ -281,7 +286,7 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 		},
 		reply: make(chan spawnReply, 1),
 	}
-	p := newProcess(cio.out, cio.errOut, s.guard.remove)
+	p := newProcess(s.guard.remove)
 	it.p = p
 	pidc := make(chan int, 1)
 	go p.wait(pidc)
@@ -312,9 +317,9 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 	if gerr != nil {
 		_ = unix.Kill(-r.pid, unix.SIGKILL)
 	}
-	go copyOutput(p.out, it.out, p.readerDone)
+	p.drainTo(cio.out, it.early)
 	if cio.errOut != nil {
-		go copyOutput(cio.errOut, it.errOut, p.errDone)
+		p.drainTo(cio.errOut, it.early)
 	}
 	pidc <- r.pid
 	if gerr == nil {
@@ -390,15 +395,17 @@ func (s *Spawner) startMain(ctx context.Context, cmd Command) (*Process, error) 
 				}
 				return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 			}
-			// A cold start's output is its run's from the first byte.
-			it.out.attach(cmd.Output)
-			it.errOut.attach(cmd.Stderr)
 			p, err := s.launch(ctx, it, cmd, spec, release)
 			if errors.Is(err, errGone) && cmd.Sandbox == nil {
 				// Died in its own start-up (a broken site hook): the run
-				// sees that exit and its output, as with a direct start.
+				// sees that exit and what it wrote, as with a direct
+				// start.
 				it.hs.Close()
 				p = it.p
+				<-p.done
+				if early := it.early.String(); early != "" && cmd.Output != nil {
+					_, _ = io.WriteString(cmd.Output, early)
+				}
 				p.stdin = it.stdin
 				return p, nil
 			}
@@ -417,8 +424,6 @@ func (s *Spawner) startMain(ctx context.Context, cmd Command) (*Process, error) 
 			it.discard()
 			return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 		}
-		it.out.attach(cmd.Output)
-		it.errOut.attach(cmd.Stderr)
 		return p, nil
 	}
 }
@@ -428,13 +433,6 @@ func (s *Spawner) startMain(ctx context.Context, cmd Command) (*Process, error) 
 // errGone means the interpreter died before it took the run.
 func (s *Spawner) launch(ctx context.Context, it *interp, cmd Command, spec, release []byte) (*Process, error) {
 	p := it.p
-	err := p.whileUnreaped(func() error { return applyLimits(p.pid, cmd.Limits) })
-	if err != nil && !p.Alive() {
-		err = fmt.Errorf("%w: %w", errGone, err)
-	}
-	if err != nil {
-		return nil, err
-	}
 	select {
 	case <-it.ready:
 	case <-ctx.Done():
@@ -443,26 +441,59 @@ func (s *Spawner) launch(ctx context.Context, it *interp, cmd Command, spec, rel
 	if it.readyErr != nil {
 		return nil, it.readyErr
 	}
-	// From here on what it writes is its run's output, however much.
-	if !it.out.take() || !it.errOut.take() {
-		return nil, fmt.Errorf("%w: it wrote more than %d bytes before its run", errGone, holdBound)
+	// The run's own output pipes, made now: nothing written before the
+	// run (by anyone who opened the start-up pipes through /proc) can
+	// reach its output. Their drains join the Process while its pid is
+	// still its own, with the limits.
+	var out, errOut *os.File
+	var outW, errW int = -1, -1
+	defer func() {
+		for _, fd := range []int{outW, errW} {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	err := p.whileUnreaped(func() error {
+		if err := applyLimits(p.pid, cmd.Limits); err != nil {
+			return err
+		}
+		var err error
+		if out, outW, err = hostReadPipe("python-output"); err != nil {
+			return fmt.Errorf("output pipe: %w", err)
+		}
+		p.drainToLocked(out, cmd.Output)
+		if it.sh.ownStderr {
+			if errOut, errW, err = hostReadPipe("python-stderr"); err != nil {
+				return fmt.Errorf("stderr pipe: %w", err)
+			}
+			p.drainToLocked(errOut, cmd.Stderr)
+		}
+		return nil
+	})
+	if err != nil && !p.Alive() {
+		err = fmt.Errorf("%w: %w", errGone, err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	_ = it.hs.SetWriteDeadline(time.Now().Add(handshakeWriteBound))
 	if _, err := it.hs.Write(message('R', spec)); err != nil {
 		return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
 	}
-	var fds []int
+	fds := []int{outW, outW}
+	if errW >= 0 {
+		fds[1] = errW
+	}
 	for _, f := range cmd.ExtraFiles {
 		if f != nil {
 			fds = append(fds, int(f.Fd()))
 		}
 	}
-	if len(fds) > 0 {
-		err := sendRights(it.hs, fds)
-		runtime.KeepAlive(cmd.ExtraFiles)
-		if err != nil {
-			return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
-		}
+	err = sendRights(it.hs, fds)
+	runtime.KeepAlive(cmd.ExtraFiles)
+	if err != nil {
+		return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
 	}
 	if _, err := it.hs.Write(release); err != nil {
 		return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
@@ -535,63 +566,4 @@ func awaitStatus(ctx context.Context, hs *os.File, sandboxed bool) (Protections,
 		return Protections{}, fmt.Errorf("%w: the interpreter reported %+v in force, not %+v", ErrSandbox, got, want)
 	}
 	return got, nil
-}
-
-// holdWriter is a warm interpreter's output until its run has it: what
-// it wrote before its run (at most holdBound; more spoils it) and since
-// (unbounded, taken) is kept, and written to the run's output first once
-// attached.
-type holdWriter struct {
-	mu       sync.Mutex
-	attached bool
-	taken    bool
-	w        io.Writer
-	held     []byte
-	overflow bool
-}
-
-// take ends the bound: false if it was exceeded already.
-func (h *holdWriter) take() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.taken = true
-	return !h.overflow
-}
-
-func (h *holdWriter) Write(b []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.attached {
-		if h.w == nil {
-			return len(b), nil
-		}
-		return h.w.Write(b)
-	}
-	if !h.taken && len(h.held)+len(b) > holdBound {
-		h.overflow = true
-		return len(b), nil
-	}
-	h.held = append(h.held, b...)
-	return len(b), nil
-}
-
-// attach sends what was held, then everything after, to w (nil discards
-// it); false if more was written than held.
-func (h *holdWriter) attach(w io.Writer) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.attached {
-		return true
-	}
-	if h.overflow && !h.taken {
-		return false
-	}
-	h.attached, h.w = true, w
-	if len(h.held) > 0 && w != nil {
-		if _, err := w.Write(h.held); err != nil {
-			h.w = nil
-		}
-	}
-	h.held = nil
-	return true
 }

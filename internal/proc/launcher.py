@@ -32,6 +32,13 @@ if _prepared:
         _precompiled = None
 import _socket
 
+# What the start-up left in python's buffers stays with the start-up's
+# pipes.
+for _f in (_sys.stdout, _sys.stderr):
+    try:
+        _f.flush()
+    except Exception:
+        pass
 _os.write(_fd, b"w\n")
 if _os.read(_fd, 1) != b"R":
     _os._exit(125)
@@ -53,31 +60,27 @@ _orig_argv = [_os.fsdecode(_a) for _a in _fields()]
 _unset = [_os.fsdecode(_k) for _k in _fields()]
 _set = _fields()
 _set = [(_os.fsdecode(_set[_i]), _os.fsdecode(_set[_i + 1])) for _i in range(0, len(_set), 2)]
-_mask = _field()
+_targets = [int(_t) for _t in _field().split(b",") if _t]
+_closed = [int(_t) for _t in _field().split(b",") if _t]
+_hs = int(_field())
 del _spec
 
-# The run's extra files (3, 4, ...; a "0" in the mask is a closed one)
-# travel as SCM_RIGHTS on one byte "F"; the handshake goes right after
-# them, as for a child started with them.
-_want = _mask.count(b"1")
+# The run's descriptors travel as SCM_RIGHTS on one byte "F", in the
+# order of _targets: its own output pipes (fds 1 and 2; the start-up's
+# are left to the start-up), then its extra files; the handshake goes
+# right after the extra files, as for a child started with them.
+_s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, _fd)
+try:
+    _msg, _anc, _flags, _addr = _s.recvmsg(1, _socket.CMSG_SPACE(4 * len(_targets)))
+finally:
+    _s.detach()
 _got = []
-if _want:
-    _s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, _fd)
-    try:
-        _msg, _anc, _flags, _addr = _s.recvmsg(1, _socket.CMSG_SPACE(4 * _want))
-    finally:
-        _s.detach()
-    for _level, _type, _data in _anc:
-        if _level == _socket.SOL_SOCKET and _type == _socket.SCM_RIGHTS:
-            _got += [int.from_bytes(_data[_i:_i + 4], _sys.byteorder) for _i in range(0, len(_data) - 3, 4)]
-    if _msg != b"F" or _flags & getattr(_socket, "MSG_CTRUNC", 8) or len(_got) != _want:
-        _os._exit(125)
-_moves = []
-for _i, _c in enumerate(_mask):
-    if _c == 49:  # "1"
-        _moves.append((_got.pop(0), 3 + _i))
-_hs = 3 + len(_mask)
-_moves.append((_fd, _hs))
+for _level, _type, _data in _anc:
+    if _level == _socket.SOL_SOCKET and _type == _socket.SCM_RIGHTS:
+        _got += [int.from_bytes(_data[_i:_i + 4], _sys.byteorder) for _i in range(0, len(_data) - 3, 4)]
+if _msg != b"F" or _flags & getattr(_socket, "MSG_CTRUNC", 8) or len(_got) != len(_targets):
+    _os._exit(125)
+_moves = list(zip(_got, _targets)) + [(_fd, _hs)]
 # Every source is copied above every source and target first, so no
 # placement can overwrite a descriptor still to be placed; whatever is
 # left above the handshake is closed by Bootstrap.
@@ -86,12 +89,11 @@ for _i, (_a, _b) in enumerate(_moves):
     _os.dup2(_a, _top + _i)
 for _i, (_a, _b) in enumerate(_moves):
     _os.dup2(_top + _i, _b)
-for _i, _c in enumerate(_mask):
-    if _c != 49:
-        try:
-            _os.close(3 + _i)
-        except OSError:
-            pass
+for _c in _closed:
+    try:
+        _os.close(_c)
+    except OSError:
+        pass
 _fd = _hs
 if _cwd:
     try:
@@ -99,7 +101,7 @@ if _cwd:
     except OSError as _e:
         _os.write(_fd, b"fail chdir " + _cwd + b": " + (_e.strerror or "").encode() + b"\n")
         _os._exit(124)
-del _a, _b, _moves, _got, _top
+del _a, _b, _moves, _got, _top, _s, _msg, _anc, _data
 
 # Leading traceback entries of these files are the launcher's, not the
 # program's: a direct start has none.

@@ -252,7 +252,7 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	}
 
 	// Subscribe to the exit before the child exists.
-	p := newProcess(cio.out, cio.errOut, s.guard.remove)
+	p := newProcess(s.guard.remove)
 	pidc := make(chan int, 1)
 	go p.wait(pidc)
 
@@ -288,9 +288,9 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if stepErr != nil {
 		_ = unix.Kill(-r.pid, unix.SIGKILL)
 	}
-	go copyOutput(p.out, cmd.Output, p.readerDone)
+	p.drainTo(cio.out, cmd.Output)
 	if cio.errOut != nil {
-		go copyOutput(cio.errOut, cmd.Stderr, p.errDone)
+		p.drainTo(cio.errOut, cmd.Stderr)
 	}
 	pidc <- r.pid
 	if stepErr != nil {

@@ -99,8 +99,8 @@ func (s *Spawner) Warm() int {
 // the pool's own shape, hit or miss, starts the replacements.
 func (p *pool) take(key string) *interp {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return nil
 	}
 	var got *interp
@@ -111,10 +111,28 @@ func (p *pool) take(key string) *interp {
 			break
 		}
 	}
-	if key == p.key {
+	template, own := p.template, key == p.key
+	p.mu.Unlock()
+	var stale []*interp
+	if !own && template != nil {
+		// The shape of the pool's runs changes with the host's
+		// environment; a start of the template's shape as it is now is
+		// the pool's, and what it kept is stale.
+		if cmd, ok := template(); ok && shapeOf(cmd).key == key {
+			own = true
+			p.mu.Lock()
+			p.key = key
+			stale = p.dropLocked(func(it *interp) bool { return it.sh.key != key })
+			p.mu.Unlock()
+		}
+	}
+	if own {
+		p.mu.Lock()
 		p.dormant = false
 		p.refillLocked()
+		p.mu.Unlock()
 	}
+	discardAll(stale)
 	return got
 }
 
