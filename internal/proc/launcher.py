@@ -30,6 +30,24 @@ if _prepared:
         # The program is compiled from its file at the run, so the error
         # reads as a direct start's would.
         _precompiled = None
+if _precompiled is not None:
+    # The modules the program's top-level import lines name, which its
+    # first statements import anyway: a kernel's runner costs its
+    # threading and the rest here, not on its run.
+    for _line in _prepared.split(b"\n"):
+        if _line.startswith(b"import "):
+            _names = [_p.split()[0] for _p in _line[7:].split(b"#")[0].split(b",") if _p.strip()]
+        elif _line.startswith(b"from ") and b" import " in _line:
+            _names = [_line[5:].split()[0]]
+        else:
+            continue
+        for _n in _names:
+            _n = _n.decode("ascii", "replace")
+            if all(_p.isidentifier() for _p in _n.split(".")):
+                try:
+                    __import__(_n)
+                except BaseException:
+                    pass  # the program's own import fails as it would
 import _socket
 
 # What the start-up left in python's buffers stays with the start-up's

@@ -267,3 +267,56 @@ func TestALaunchOfAMissingFileFailsAsPythonDoes(t *testing.T) {
 	assert.Equal(t, got[direct], got[cold])
 	assert.True(t, strings.Contains(got[cold], "can't open file"), got[cold])
 }
+
+// An interpreter given the program's source ahead compiles it and
+// imports what its top-level import lines name while it waits; the
+// program still sees what it would under a direct start but for those
+// modules, already imported.
+func TestAProgramCompiledAheadRunsAsADirectStart(t *testing.T) {
+	sp := newSpawner(t)
+	main := mainFile(t, identityScript)
+	source, err := os.ReadFile(main)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	got := map[startHow]map[string]any{}
+	for _, h := range []startHow{direct, cold, warm} {
+		out, errOut := newSyncBuffer(), newSyncBuffer()
+		cmd := mainCmd(t, main, true, out, errOut)
+		cmd.Dir, cmd.MainSource = dir, string(source)
+		p := startAs(t, sp, h, cmd)
+		waitDone(t, p)
+		require.Equal(t, 0, p.Exit().Code, "%s: %s%s", h, out.String(), errOut.String())
+		var v map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out.String()), &v), "%s: %s", h, out.String())
+		got[h] = v
+	}
+	for key, want := range got[direct] {
+		if key == "modules" {
+			continue
+		}
+		assert.Equal(t, want, got[cold][key], "cold start: %s", key)
+		assert.Equal(t, want, got[warm][key], "warm start: %s", key)
+	}
+	for _, h := range []startHow{cold, warm} {
+		mods := got[h]["modules"].([]any)
+		for _, m := range got[direct]["modules"].([]any) {
+			assert.Contains(t, mods, m, h)
+		}
+		for _, m := range []string{"json", "fcntl", "resource"} {
+			assert.Contains(t, mods, m, "%s: imported ahead", h)
+		}
+	}
+}
+
+// The code compiled ahead runs only while the file holds exactly its
+// source: a program file that changed since runs as it is now.
+func TestAProgramThatChangedSinceItsSourceRunsAsItIsNow(t *testing.T) {
+	sp := newSpawner(t)
+	main := mainFile(t, "print('now')\n")
+	out := newSyncBuffer()
+	cmd := mainCmd(t, main, false, out, nil)
+	cmd.MainSource = Bootstrap + "print('before')\n"
+	p := startAs(t, sp, warm, cmd)
+	waitDone(t, p)
+	assert.Equal(t, "now\n", out.String())
+}
