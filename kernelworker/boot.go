@@ -177,6 +177,9 @@ func Command(opts Options) proc.Command {
 		Stderr:      io.Discard,
 		Tag:         "kernel " + hex.EncodeToString(helpers[:]),
 	}
+	if opts.HelperSource != "" {
+		cmd.Module = proc.ModuleSource{Name: helperFile, Source: opts.HelperSource}
+	}
 	if opts.Confine != nil {
 		cmd.Sandbox = &proc.Sandbox{}
 	}

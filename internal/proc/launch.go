@@ -60,6 +60,7 @@ type shape struct {
 	stdin     bool     // fd 0 is a socket (StdinSocket), else /dev/null
 	ownStderr bool
 	prepared  string
+	module    ModuleSource
 	key       string
 }
 
@@ -77,7 +78,7 @@ func shapeOf(cmd Command) shape {
 	}
 	start = environ(start, cmd.Limits.MemoryMB > 0)
 	sh := shape{path: cmd.Path, flags: slices.Clone(cmd.Flags), env: start, dir: cmd.Dir,
-		stdin: cmd.StdinSocket, ownStderr: cmd.Stderr != nil, prepared: cmd.MainSource}
+		stdin: cmd.StdinSocket, ownStderr: cmd.Stderr != nil, prepared: cmd.MainSource, module: cmd.Module}
 	h := sha256.New()
 	field := func(s string) {
 		var n [8]byte
@@ -96,6 +97,8 @@ func shapeOf(cmd Command) shape {
 	list(start)
 	field(fmt.Sprint(sh.stdin, sh.ownStderr, cmd.Sandbox != nil))
 	field(cmd.MainSource)
+	field(cmd.Module.Name)
+	field(cmd.Module.Source)
 	field(cmd.Tag)
 	if relativePythonPath(start) {
 		field(cmd.Dir)
@@ -324,7 +327,8 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 	pidc <- r.pid
 	if gerr == nil {
 		_ = it.hs.SetWriteDeadline(time.Now().Add(handshakeWriteBound))
-		_, gerr = it.hs.Write(message('L', []byte(launcherSource), []byte(sh.prepared)))
+		_, gerr = it.hs.Write(message('L', []byte(launcherSource), []byte(sh.prepared),
+			[]byte(sh.module.Name), []byte(sh.module.Source)))
 		if gerr != nil {
 			gerr = fmt.Errorf("handshake: %w", gerr)
 		}

@@ -48,6 +48,14 @@ if _precompiled is not None:
                     __import__(_n)
                 except BaseException:
                     pass  # the program's own import fails as it would
+_module_name = _os.fsdecode(_take(int(_take(8), 16)))
+_module_source = _take(int(_take(8), 16))
+_module_code = None
+if _module_name:
+    try:
+        _module_code = compile(_module_source, "<execute-code module>", "exec", dont_inherit=True)
+    except BaseException:
+        _module_code = None
 import _socket
 
 # What the start-up left in python's buffers stays with the start-up's
@@ -154,6 +162,27 @@ def _hide_own_frames():
     _sys.excepthook = excepthook
 
 
+def _cache_module(main_dir):
+    # A checked hash-based .pyc (PEP 552): import validates it against
+    # the file's bytes, so it is used only while the file holds the
+    # source it was made of, and the import compiles nothing.
+    global _module_code, _module_source
+    code, source = _module_code, _module_source
+    _module_code = _module_source = None
+    if code is None or getattr(_sys, "pycache_prefix", None):
+        return
+    try:
+        import _imp
+        ext = _sys.modules["_frozen_importlib_external"]
+        path = _os.path.join(main_dir, _module_name)
+        cached = ext.cache_from_source(path)
+        data = ext._code_to_hash_pyc(code, _imp.source_hash(ext._RAW_MAGIC_NUMBER, source), True)
+        _os.makedirs(_os.path.dirname(cached), exist_ok=True)
+        ext._write_atomic(cached, data)
+    except Exception:
+        pass  # the import compiles the file, as without
+
+
 def _main():
     global _precompiled, _prepared
     environ = _os.environ
@@ -177,6 +206,7 @@ def _main():
         _sys.path.insert(0, _os.path.dirname(_os.path.realpath(path)))
     for m in {"_socket"} - _modules:
         _sys.modules.pop(m, None)
+    _cache_module(_os.path.dirname(path))
     main = _sys.modules["__main__"]
     g = main.__dict__
     g["__file__"] = path

@@ -82,10 +82,19 @@ type Command struct {
 	// interpreter compiles it while it waits for its run, and runs that
 	// code when Main holds exactly these bytes (else it compiles Main).
 	MainSource string
+	// Module, when its Name is set, is a module file beside Main that the
+	// program imports (a kernel's helper module): the interpreter
+	// compiles its Source ahead too, and at the run leaves a checked
+	// bytecode cache of it in __pycache__ beside Main, which python's
+	// import uses only while the file holds exactly Source.
+	Module ModuleSource
 	// Tag names whatever else shapes the program (the helper set): a
 	// warm interpreter serves only commands of its own tag.
 	Tag string
 }
+
+// ModuleSource is a module file's name and the source it holds.
+type ModuleSource struct{ Name, Source string }
 
 // programLauncher is what python3 runs after Bootstrap for a Program:
 // argv[1] is the program, the rest its arguments.

@@ -320,3 +320,34 @@ func TestAProgramThatChangedSinceItsSourceRunsAsItIsNow(t *testing.T) {
 	waitDone(t, p)
 	assert.Equal(t, "now\n", out.String())
 }
+
+// A module given with the command is compiled ahead and imported from the
+// checked bytecode cache the launcher leaves beside it, while the file
+// holds that source; a file that changed since is imported as it is now.
+func TestAModuleCompiledAheadIsImportedFromItsCheckedCache(t *testing.T) {
+	sp := newSpawner(t)
+	for name, stale := range map[string]bool{"same": false, "changed": true} {
+		t.Run(name, func(t *testing.T) {
+			main := mainFile(t, `import helper, importlib.util, sys
+data = open(helper.__cached__, "rb").read()
+print(helper.WORD, int.from_bytes(data[4:8], "little"), helper.__loader__.__class__.__name__, helper.f.__code__.co_filename == helper.__file__)
+`)
+			source := "WORD = 'ahead'\ndef f():\n    pass\n"
+			file := source
+			if stale {
+				file = "WORD = 'now'\ndef f():\n    pass\n"
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(main), "helper.py"), []byte(file), 0o600))
+			out := newSyncBuffer()
+			cmd := mainCmd(t, main, false, out, nil)
+			cmd.Module = ModuleSource{Name: "helper.py", Source: source}
+			p := startAs(t, sp, warm, cmd)
+			waitDone(t, p)
+			want := "ahead 3 SourceFileLoader True\n" // flags 3: a checked hash-based cache
+			if stale {
+				want = "now 3 SourceFileLoader True\n" // the cache was refused and the file compiled
+			}
+			assert.Equal(t, want, out.String())
+		})
+	}
+}
