@@ -78,7 +78,7 @@ FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest internal/proc:FuzzSanitize
 	kernelworker/internal/frame:FuzzParser kernelworker/internal/frame:FuzzStreamFastPath \
 	approval:FuzzParseDecision cmd/execute-code:FuzzServeLine \
 	tools:FuzzIgnoreFile pump:FuzzParseFrameName \
-	mcpsource:FuzzSignatureOf cmd/execute-code:FuzzParseMCP
+	mcpsource:FuzzSignatureOf cmd/execute-code:FuzzParseMCP internal/proc:FuzzLaunchStatus
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -550,6 +550,14 @@ func awaitStatus(ctx context.Context, hs *os.File, sandboxed bool) (Protections,
 	case err != nil:
 		return Protections{}, fmt.Errorf("launcher: unfinished status %q", line)
 	}
+	return parseLaunchStatus(line, sandboxed)
+}
+
+// parseLaunchStatus reads one whole status line: only the plan of a
+// sandbox (sandboxed), or all zero without one, is accepted; anything
+// else is an error, wrapping ErrSandbox for an interpreter to be
+// confined that did not say "fail".
+func parseLaunchStatus(line string, sandboxed bool) (Protections, error) {
 	if msg, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "fail "); ok {
 		return Protections{}, fmt.Errorf("launcher: %s", msg)
 	}

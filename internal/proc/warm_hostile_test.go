@@ -130,3 +130,31 @@ func TestLimitsHoldOnAWarmInterpreter(t *testing.T) {
 		assert.Equal(t, tc.want, KilledBy(exit, tc.lim, exc, 0), "%s: %+v %s", name, exit, out)
 	}
 }
+
+// A launched interpreter's status line decides whether it is handed its
+// run: whatever bytes it says, the host accepts only the sandbox's plan
+// (or, unconfined, all zero), and refuses anything else with an error,
+// one wrapping ErrSandbox for an interpreter to be confined.
+func FuzzLaunchStatus(f *testing.F) {
+	for _, s := range []string{"ok 0 0 0 0 0\n", "ok 7 1 1 1 1\n", "error no landlock\n", "fail chdir /x: gone\n",
+		"ok 7 1 1 1\n", "ok 0 0 0 0 1\n", "ok 5 1 1 1 1\n", "\n", ""} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, sandboxed bool) {
+		got, err := parseLaunchStatus(string(b), sandboxed)
+		if err != nil {
+			assert.Equal(t, Protections{}, got)
+			if sandboxed && !strings.HasPrefix(string(b), "fail ") {
+				assert.ErrorIs(t, err, ErrSandbox)
+			}
+			return
+		}
+		if sandboxed {
+			assert.Equal(t, Planned(got.ABI), got)
+			assert.GreaterOrEqual(t, got.ABI, MinLandlockABI)
+		} else {
+			assert.Equal(t, Protections{}, got)
+		}
+	})
+}
