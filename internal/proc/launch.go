@@ -37,6 +37,11 @@ import (
 //go:embed launcher.py
 var launcherSource string
 
+// warmArg ends the command line of an interpreter no run has taken yet
+// (its sys.argv[1] until then), so ps, and a test's leftover check, can
+// tell it from a run's: a taken one's command line is its run's.
+const warmArg = "execute-code-warm"
+
 // errGone: the interpreter died before it took its run, so the run never
 // started on it.
 var errGone = errors.New("interpreter gone before its run")
@@ -190,7 +195,7 @@ func runSpec(cmd Command, sh shape) ([]byte, error) {
 		fields = append(fields, fmt.Sprint(len(l)))
 		fields = append(fields, l...)
 	}
-	fields = append(fields, strings.Join(targets, ","), strings.Join(closed, ","), fmt.Sprint(3+len(cmd.ExtraFiles)))
+	fields = append(fields, strings.Join(orig, " "), strings.Join(targets, ","), strings.Join(closed, ","), fmt.Sprint(3+len(cmd.ExtraFiles)))
 	for _, f := range fields {
 		if strings.IndexByte(f, 0) >= 0 {
 			return nil, fmt.Errorf("%w: a NUL byte in an argument, the environment or a path", syscall.EINVAL)
@@ -277,7 +282,7 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 	if cio.errWrite >= 0 {
 		stderr = cio.errWrite
 	}
-	argv := append(append([]string{sh.path}, sh.flags...), "-c", Bootstrap)
+	argv := append(append([]string{sh.path}, sh.flags...), "-c", Bootstrap, warmArg)
 	req := spawnRequest{
 		path: sh.path,
 		argv: argv,

@@ -86,6 +86,7 @@ _orig_argv = [_os.fsdecode(_a) for _a in _fields()]
 _unset = [_os.fsdecode(_k) for _k in _fields()]
 _set = _fields()
 _set = [(_os.fsdecode(_set[_i]), _os.fsdecode(_set[_i + 1])) for _i in range(0, len(_set), 2)]
+_title = _field()
 _targets = [int(_t) for _t in _field().split(b",") if _t]
 _closed = [int(_t) for _t in _field().split(b",") if _t]
 _hs = int(_field())
@@ -121,6 +122,29 @@ for _c in _closed:
     except OSError:
         pass
 _fd = _hs
+
+
+def _retitle(title):
+    # /proc/<pid>/cmdline shows the run's command line, not the -c
+    # program: written over python's own argv area as one string (the
+    # setproctitle convention, which a last byte other than NUL tells the
+    # kernel), through /proc/self/mem before any confinement. A title
+    # that does not fit leaves the command line as it is.
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])
+        if len(title) + 2 > min(end - start, 4096):
+            return
+        with open("/proc/self/mem", "r+b", buffering=0) as f:
+            f.seek(start)
+            f.write(title + b"\0" + b" " * (end - start - len(title) - 1))
+    except Exception:
+        pass
+
+
+_retitle(_title)
+del _title
 if _cwd:
     try:
         _os.chdir(_cwd)

@@ -56,6 +56,8 @@ print(json.dumps({
     "doc": m.__doc__, "package": m.__package__, "flags": repr(sys.flags), "executable": sys.executable,
     "prefix": [sys.prefix, sys.exec_prefix], "dont_write_bytecode": sys.dont_write_bytecode,
     "user_site": __import__("site").USER_SITE, "user_base": __import__("site").USER_BASE,
+    # As ps shows it: a launched interpreter's is one string.
+    "cmdline": open("/proc/self/cmdline", "rb").read().replace(b"\0", b" ").strip().decode(),
 }), flush=True)
 `
 
