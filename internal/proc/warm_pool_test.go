@@ -138,6 +138,9 @@ func TestIdleWarmInterpretersEndAndReturnOnDemand(t *testing.T) {
 	require.Eventually(t, func() bool { return !proctest.Alive(first) }, hangGuard, time.Millisecond)
 	sp.pool.mu.Lock()
 	dormant, filling, left := sp.pool.dormant, sp.pool.filling, len(sp.pool.warm)
+	// The replacement must not be idle as soon as it is ready on a slow
+	// machine.
+	sp.pool.idle = time.Hour
 	sp.pool.mu.Unlock()
 	assert.True(t, dormant)
 	assert.Zero(t, filling, "no replacement for an idle one")
