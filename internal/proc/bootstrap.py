@@ -22,9 +22,25 @@ if _v is not None:
 
     _go = _os.read(_fd, 1)
     _launch = None
-    if _go == b"L":
+    if _go in (b"L", b"C"):
+        import marshal as _marshal
+        _src = _take(int(_take(8), 16))
+        if _go == b"L":
+            # The launcher's source: compiled here, and handed back so the
+            # host can give the next interpreter of this binary the code.
+            _code = compile(_src, "<execute-code launcher>", "exec")
+            _b = _marshal.dumps(_code)
+            _b = b"m%08x" % len(_b) + _b
+            while _b:
+                _b = _b[_os.write(_fd, _b):]
+        else:
+            _code = _marshal.loads(_src)
+            if type(_code) is not type(_take.__code__) or _code.co_filename != "<execute-code launcher>":
+                _os._exit(125)
+        del _src
         _launch = {"_fd": _fd, "_take": _take}
-        exec(compile(_take(int(_take(8), 16)), "<execute-code launcher>", "exec"), _launch)
+        exec(_code, _launch)
+        del _code
         _fd = _launch["_fd"]
         _go = _os.read(_fd, 1)
     if _go not in (b"1", b"S"):

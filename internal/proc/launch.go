@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -227,6 +228,9 @@ type interp struct {
 	// why).
 	early   *TailBuffer
 	started time.Time
+	// codeKey names the compiled launcher's cache entry: "" when the
+	// binary could not be identified (then it gets the source).
+	codeKey string
 	// ready is closed once the launcher waits for its run, or once it
 	// cannot (readyErr).
 	ready    chan struct{}
@@ -252,7 +256,8 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 	}
 	// The host never needs the child's ends: closed whatever happens.
 	defer cio.closeChildEnds()
-	it := &interp{sh: sh, hs: cio.release, ready: make(chan struct{}), early: NewTailBuffer(earlyBound)}
+	it := &interp{sh: sh, hs: cio.release, ready: make(chan struct{}), early: NewTailBuffer(earlyBound),
+		codeKey: codeKeyOf(sh)}
 	cio.release = nil // the interpreter's now, until its run is sent
 	closeHost := func() {
 		it.hs.Close()
@@ -332,7 +337,14 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 	pidc <- r.pid
 	if gerr == nil {
 		_ = it.hs.SetWriteDeadline(time.Now().Add(handshakeWriteBound))
-		_, gerr = it.hs.Write(message('L', []byte(launcherSource), []byte(sh.prepared),
+		// The launcher as code compiled by an earlier interpreter of this
+		// binary and shape, else as source (this one then hands its code
+		// back: see awaitReady).
+		typ, launcher := byte('L'), []byte(launcherSource)
+		if code, ok := s.launcherCode(it.codeKey); ok {
+			typ, launcher = 'C', code
+		}
+		_, gerr = it.hs.Write(message(typ, launcher, []byte(sh.prepared),
 			[]byte(sh.module.Name), []byte(sh.module.Source)))
 		if gerr != nil {
 			gerr = fmt.Errorf("handshake: %w", gerr)
@@ -344,22 +356,109 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 		closeHost()
 		return nil, gerr
 	}
-	go it.awaitReady()
+	go it.awaitReady(s)
 	return it, nil
 }
 
 // awaitReady reads the launcher's "w": it compiled what it was given and
-// waits for its run.
-func (it *interp) awaitReady() {
+// waits for its run. An interpreter given the launcher's source first
+// hands back its code ("m", the length in 8 hex digits, marshal's bytes),
+// which s keeps for the next of its binary and shape.
+func (it *interp) awaitReady(s *Spawner) {
 	defer close(it.ready)
 	var b [2]byte
-	if _, err := io.ReadFull(it.hs, b[:]); err != nil {
+	if _, err := io.ReadFull(it.hs, b[:1]); err != nil {
+		it.readyErr = fmt.Errorf("%w: %w", errGone, err)
+		return
+	}
+	if b[0] == 'm' {
+		code, err := readLauncherCode(it.hs)
+		if err != nil {
+			it.readyErr = fmt.Errorf("%w: %w", errGone, err)
+			return
+		}
+		s.keepLauncherCode(it.codeKey, code)
+		if _, err := io.ReadFull(it.hs, b[:1]); err != nil {
+			it.readyErr = fmt.Errorf("%w: %w", errGone, err)
+			return
+		}
+	}
+	if _, err := io.ReadFull(it.hs, b[1:]); err != nil {
 		it.readyErr = fmt.Errorf("%w: %w", errGone, err)
 		return
 	}
 	if string(b[:]) != "w\n" {
 		it.readyErr = fmt.Errorf("%w: launcher said %q", errGone, b[:])
 	}
+}
+
+// maxLauncherCode bounds the compiled launcher an interpreter hands back:
+// marshal's bytes of the launcher are a few times its source.
+const maxLauncherCode = 1 << 20
+
+func readLauncherCode(r io.Reader) ([]byte, error) {
+	var n [8]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	size, err := strconv.ParseUint(string(n[:]), 16, 32)
+	if err != nil || size == 0 || size > maxLauncherCode {
+		return nil, fmt.Errorf("launcher code of %q bytes", n[:])
+	}
+	code := make([]byte, size)
+	if _, err := io.ReadFull(r, code); err != nil {
+		return nil, err
+	}
+	return code, nil
+}
+
+// codeKeyOf names what python's compiled code depends on: the binary its
+// interpreter runs (an upgrade in place changes its identity) and the
+// optimization level (-O flags, PYTHONOPTIMIZE), so code is only ever
+// given to an interpreter that would have compiled the same.
+func codeKeyOf(sh shape) string {
+	real, err := filepath.EvalSymlinks(sh.path)
+	if err != nil {
+		return ""
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(real, &st); err != nil {
+		return ""
+	}
+	optimize := ""
+	for _, kv := range sh.env {
+		if v, ok := strings.CutPrefix(kv, "PYTHONOPTIMIZE="); ok {
+			optimize = v
+			break
+		}
+	}
+	return fmt.Sprintf("%s\x00%q\x00%q\x00%d:%d:%d:%d:%d", real, sh.flags, optimize, st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
+}
+
+// maxLauncherCodes bounds the cache: one entry per binary and
+// optimization level the runtime starts.
+const maxLauncherCodes = 16
+
+func (s *Spawner) launcherCode(key string) ([]byte, bool) {
+	if key == "" {
+		return nil, false
+	}
+	s.codeMu.Lock()
+	defer s.codeMu.Unlock()
+	code, ok := s.code[key]
+	return code, ok
+}
+
+func (s *Spawner) keepLauncherCode(key string, code []byte) {
+	if key == "" {
+		return
+	}
+	s.codeMu.Lock()
+	defer s.codeMu.Unlock()
+	if s.code == nil || len(s.code) >= maxLauncherCodes {
+		s.code = map[string][]byte{}
+	}
+	s.code[key] = code
 }
 
 // discard ends an interpreter that will never run anything and waits for
@@ -409,9 +508,14 @@ func (s *Spawner) startMain(ctx context.Context, cmd Command) (*Process, error) 
 				// Died in its own start-up (a broken site hook): the run
 				// sees that exit and what it wrote, as with a direct
 				// start.
-				it.hs.Close()
 				p = it.p
-				<-p.done
+				select {
+				case <-p.done:
+				case <-time.After(goneBound):
+					it.discard()
+					return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+				}
+				it.hs.Close()
 				if early := it.early.String(); early != "" && cmd.Output != nil {
 					_, _ = io.WriteString(cmd.Output, early)
 				}
@@ -442,14 +546,6 @@ func (s *Spawner) startMain(ctx context.Context, cmd Command) (*Process, error) 
 // errGone means the interpreter died before it took the run.
 func (s *Spawner) launch(ctx context.Context, it *interp, cmd Command, spec, release []byte) (*Process, error) {
 	p := it.p
-	select {
-	case <-it.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if it.readyErr != nil {
-		return nil, it.readyErr
-	}
 	// The run's own output pipes, made now: nothing written before the
 	// run (by anyone who opened the start-up pipes through /proc) can
 	// reach its output. Their drains join the Process while its pid is
@@ -486,9 +582,17 @@ func (s *Spawner) launch(ctx context.Context, it *interp, cmd Command, spec, rel
 	if err != nil {
 		return nil, err
 	}
-	_ = it.hs.SetWriteDeadline(time.Now().Add(handshakeWriteBound))
+	// An interpreter still in its start-up reads nothing yet, so the run
+	// may wait in the socket's buffer: the writes are bounded by the
+	// start's ctx (at least handshakeWriteBound), not by python's pace.
+	deadline := time.Now().Add(handshakeWriteBound)
+	if d, ok := ctx.Deadline(); ok && d.After(deadline) {
+		deadline = d
+	}
+	_ = it.hs.SetWriteDeadline(deadline)
+	defer context.AfterFunc(ctx, func() { _ = it.hs.SetWriteDeadline(time.Now()) })()
 	if _, err := it.hs.Write(message('R', spec)); err != nil {
-		return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
+		return nil, handshakeError(err)
 	}
 	fds := []int{outW, outW}
 	if errW >= 0 {
@@ -502,10 +606,20 @@ func (s *Spawner) launch(ctx context.Context, it *interp, cmd Command, spec, rel
 	err = sendRights(it.hs, fds)
 	runtime.KeepAlive(cmd.ExtraFiles)
 	if err != nil {
-		return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
+		return nil, handshakeError(err)
 	}
 	if _, err := it.hs.Write(release); err != nil {
-		return nil, fmt.Errorf("%w: handshake: %w", errGone, err)
+		return nil, handshakeError(err)
+	}
+	// The run waits in the socket for an interpreter still starting up;
+	// its status follows the "w" that awaitReady reads.
+	select {
+	case <-it.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if it.readyErr != nil {
+		return nil, it.readyErr
 	}
 	got, err := awaitStatus(ctx, it.hs, cmd.Sandbox != nil)
 	if err != nil {
@@ -516,6 +630,20 @@ func (s *Spawner) launch(ctx context.Context, it *interp, cmd Command, spec, rel
 	p.stdin = it.stdin
 	return p, nil
 }
+
+// handshakeError says why a write to the handshake failed: the
+// interpreter's end is closed (errGone), or the start ran out of time.
+func handshakeError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	return fmt.Errorf("%w: handshake: %w", errGone, err)
+}
+
+// goneBound is how long a start waits for the end of an interpreter that
+// closed its handshake before its run (its session sweep and output
+// drain are bounded well within it) before it kills it.
+const goneBound = SessionSweepBound + drainBound + time.Second
 
 // sendRights passes fds on f as SCM_RIGHTS on the one byte "F".
 func sendRights(f *os.File, fds []int) error {

@@ -105,8 +105,12 @@ const programLauncher = "import os, sys\nos.execv(sys.argv[1], sys.argv[1:])\n"
 // child exits, and Go retires threads at will, so only a pinned thread
 // makes "the host died" the one event that kills the children.
 type Spawner struct {
-	guard   *guard
-	pool    *pool
+	guard *guard
+	pool  *pool
+	// code holds the launcher as compiled code, by binary and shape
+	// (launch.go, codeKeyOf).
+	codeMu  sync.Mutex
+	code    map[string][]byte
 	reqs    chan spawnRequest
 	quit    chan struct{}
 	stopped chan struct{}

@@ -231,3 +231,54 @@ func TestHostDeathTakesWarmInterpretersWithIt(t *testing.T) {
 	_ = host.Wait()
 	assert.Empty(t, proctest.WaitGone(pids, hangGuard), "warm interpreters and the guard outlived their SIGKILLed host")
 }
+
+// The launcher is compiled once per binary and optimization level: the
+// first interpreter hands back its code, and the next ones run that code
+// (and their programs) alike; another optimization level compiles anew.
+func TestTheLauncherIsCompiledOncePerBinaryAndLevel(t *testing.T) {
+	sp := newSpawner(t)
+	cmd := helloCmd(t)
+	for range 2 {
+		_, out, _ := run(t, sp, cmd)
+		assert.Equal(t, "hello\n", out)
+	}
+	sp.codeMu.Lock()
+	entries := len(sp.code)
+	sp.codeMu.Unlock()
+	assert.Equal(t, 1, entries)
+	cmd.Flags = []string{"-O"}
+	_, out, _ := run(t, sp, cmd)
+	assert.Equal(t, "hello\n", out)
+	sp.codeMu.Lock()
+	entries = len(sp.code)
+	sp.codeMu.Unlock()
+	assert.Equal(t, 2, entries)
+}
+
+// An interpreter whose start-up ends it (a broken site hook) runs no
+// program however it was started; the start shows that exit and what the
+// start-up wrote, as a direct start would, and a pool of such
+// interpreters hands out none of them.
+func TestAnInterpreterThatDiesInItsStartUpShowsWhy(t *testing.T) {
+	sp := newSpawner(t)
+	broken := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(broken, "sitecustomize.py"),
+		[]byte("import os, sys\nsys.stderr.write('site is broken\\n')\nsys.stderr.flush()\nos._exit(3)\n"), 0o600))
+	cmd := helloCmd(t)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+broken)
+	direct := cmd
+	direct.Args, direct.Main = []string{cmd.Main}, ""
+	_, want, wantExit := run(t, sp, direct)
+	require.Equal(t, 3, wantExit.Code)
+	require.Equal(t, "site is broken\n", want)
+
+	_, got, exit := run(t, sp, cmd)
+	assert.Equal(t, want, got, "cold")
+	assert.Equal(t, 3, exit.Code, "cold")
+
+	sp.KeepWarm(1, 0, func() (Command, bool) { return cmd, true })
+	_, got, exit = run(t, sp, cmd)
+	assert.Equal(t, want, got, "with a pool")
+	assert.Equal(t, 3, exit.Code, "with a pool")
+	assert.Zero(t, sp.Warm())
+}
