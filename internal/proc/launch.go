@@ -324,6 +324,7 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 	}
 	p.pid = r.pid
 	it.started = time.Now()
+	s.launched.Add(1)
 	// Registered before the waiter learns the pid, so the removal at the
 	// child's end always follows this; an unguarded child is refused.
 	gerr := s.guard.add(r.pid)
@@ -494,7 +495,7 @@ func (s *Spawner) startMain(ctx context.Context, cmd Command) (*Process, error) 
 	for tries := 0; ; tries++ {
 		var it *interp
 		if tries < maxWarmTries {
-			it = s.pool.take(sh.key)
+			it = s.pool.take(ctx, sh.key)
 		}
 		if it == nil {
 			if it, err = s.fork(ctx, sh); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -109,12 +110,14 @@ type Spawner struct {
 	pool  *pool
 	// code holds the launcher as compiled code, by binary and shape
 	// (launch.go, codeKeyOf).
-	codeMu  sync.Mutex
-	code    map[string][]byte
-	reqs    chan spawnRequest
-	quit    chan struct{}
-	stopped chan struct{}
-	once    sync.Once
+	codeMu sync.Mutex
+	code   map[string][]byte
+	// launched counts the interpreters forked for a Main.
+	launched atomic.Int64
+	reqs     chan spawnRequest
+	quit     chan struct{}
+	stopped  chan struct{}
+	once     sync.Once
 }
 
 type spawnRequest struct {

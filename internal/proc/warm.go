@@ -31,6 +31,8 @@ type pool struct {
 	// still in their start-up.
 	warm    []*interp
 	filling int
+	// landed is closed, and replaced, whenever a fill's fork lands.
+	landed chan struct{}
 	// dormant: the idle timeout emptied the pool; the next start of its
 	// shape refills it.
 	dormant bool
@@ -40,7 +42,7 @@ type pool struct {
 
 func newPool(s *Spawner) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &pool{s: s, ctx: ctx, cancel: cancel}
+	return &pool{s: s, ctx: ctx, cancel: cancel, landed: make(chan struct{})}
 }
 
 // KeepWarm keeps n interpreters of template's shape started ahead (n 0:
@@ -95,45 +97,100 @@ func (s *Spawner) Warm() int {
 	return n
 }
 
-// take hands out the oldest warm interpreter of key, or nil. A take of
-// the pool's own shape, hit or miss, starts the replacements.
-func (p *pool) take(key string) *interp {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+// take hands out the oldest warm interpreter of key, or nil. For the
+// pool's own shape it never forks beside the pool: with none warm it
+// starts the pool's fill (the replacement on demand) if none is under
+// way and waits, within ctx, for that fork to land, then takes it still
+// in its start-up; two start-ups at once would only compete. A take of
+// the pool's own shape starts the replacements.
+func (p *pool) take(ctx context.Context, key string) *interp {
+	if !p.own(key) {
 		return nil
 	}
-	var got *interp
-	for i, it := range p.warm {
-		if it.sh.key == key {
-			got = it
-			p.warm = append(p.warm[:i:i], p.warm[i+1:]...)
-			break
-		}
-	}
-	template, own := p.template, key == p.key
-	p.mu.Unlock()
-	var stale []*interp
-	if !own && template != nil {
-		// The shape of the pool's runs changes with the host's
-		// environment; a start of the template's shape as it is now is
-		// the pool's, and what it kept is stale.
-		if cmd, ok := template(); ok && shapeOf(cmd).key == key {
-			own = true
-			p.mu.Lock()
-			p.key = key
-			stale = p.dropLocked(func(it *interp) bool { return it.sh.key != key })
-			p.mu.Unlock()
-		}
-	}
-	if own {
+	for waited := false; ; waited = true {
 		p.mu.Lock()
+		if p.closed || key != p.key {
+			p.mu.Unlock()
+			return nil
+		}
+		var got *interp
+		for i, it := range p.warm {
+			if it.sh.key == key {
+				got = it
+				p.warm = append(p.warm[:i:i], p.warm[i+1:]...)
+				break
+			}
+		}
 		p.dormant = false
-		p.refillLocked()
+		if got == nil && p.filling == 0 && !waited {
+			p.refillLocked()
+		}
+		if got != nil && !got.isReady() {
+			// Its replacement starts once it is past its start-up: two
+			// start-ups at once would only slow this one.
+			p.wg.Add(1)
+			go p.refillOnceReady(got)
+			p.mu.Unlock()
+			return got
+		}
+		if got != nil || p.filling == 0 {
+			// Taken, or nothing under way (a fork that failed is left to
+			// the start's own, which reports why).
+			p.refillLocked()
+			p.mu.Unlock()
+			return got
+		}
+		landed := p.landed
 		p.mu.Unlock()
+		select {
+		case <-landed:
+		case <-ctx.Done():
+			return nil
+		}
 	}
+}
+
+// refillOnceReady starts the replacements once it waits for its run, or
+// died trying.
+func (p *pool) refillOnceReady(it *interp) {
+	defer p.wg.Done()
+	select {
+	case <-it.ready:
+	case <-p.ctx.Done():
+		return
+	}
+	p.mu.Lock()
+	p.refillLocked()
+	p.mu.Unlock()
+}
+
+// own says whether key is the pool's shape. The shape of the pool's runs
+// changes with the host's environment: a start of the template's shape as
+// it is now is the pool's, and what the pool kept of the old is stale.
+func (p *pool) own(key string) bool {
+	p.mu.Lock()
+	template, own, closed := p.template, key == p.key, p.closed
+	p.mu.Unlock()
+	if own || closed || template == nil {
+		return own
+	}
+	cmd, ok := template()
+	if !ok || shapeOf(cmd).key != key {
+		return false
+	}
+	p.mu.Lock()
+	p.key = key
+	stale := p.dropLocked(func(it *interp) bool { return it.sh.key != key })
+	p.mu.Unlock()
 	discardAll(stale)
-	return got
+	return true
+}
+
+// landLocked tells the takes waiting for a fork that one landed (or
+// failed).
+func (p *pool) landLocked() {
+	close(p.landed)
+	p.landed = make(chan struct{})
 }
 
 func (p *pool) refillLocked() {
@@ -163,10 +220,12 @@ func (p *pool) fill() {
 	if it == nil {
 		// A failed fork is not retried here: the next take asks again,
 		// and its own cold start reports the failure.
+		p.landLocked()
 		p.mu.Unlock()
 		return
 	}
 	if p.closed || len(p.warm) >= p.n {
+		p.landLocked()
 		p.mu.Unlock()
 		it.discard()
 		return
@@ -179,6 +238,7 @@ func (p *pool) fill() {
 		stale = p.dropLocked(func(o *interp) bool { return o.sh.key != p.key })
 	}
 	p.warm = append(p.warm, it)
+	p.landLocked()
 	p.mu.Unlock()
 	discardAll(stale)
 

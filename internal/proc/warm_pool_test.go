@@ -3,6 +3,7 @@ package proc
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -281,4 +282,29 @@ func TestAnInterpreterThatDiesInItsStartUpShowsWhy(t *testing.T) {
 	assert.Equal(t, want, got, "with a pool")
 	assert.Equal(t, 3, exit.Code, "with a pool")
 	assert.Zero(t, sp.Warm())
+}
+
+// A start that comes while the pool's first interpreter is still being
+// forked waits for that one instead of forking its own, and the
+// replacement is forked only once the taken one is past its start-up:
+// never two start-ups at once for one run. Each interpreter's start-up
+// logs its pid, so the log is the order they started in.
+func TestAStartRightAfterKeepWarmForksNothingOfItsOwn(t *testing.T) {
+	sp := newSpawner(t)
+	slow := t.TempDir()
+	log := filepath.Join(slow, "started")
+	require.NoError(t, os.WriteFile(filepath.Join(slow, "sitecustomize.py"), []byte(
+		"import os, time\nopen("+strconv.Quote(log)+", 'a').write('%d\\n' % os.getpid())\ntime.sleep(0.3)\n"), 0o600))
+	cmd := helloCmd(t)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+slow)
+	template := cmd
+	sp.KeepWarm(1, 0, func() (Command, bool) { return template, true })
+	pid, out, _ := run(t, sp, cmd)
+	assert.Equal(t, "hello\n", out)
+	require.Eventually(t, func() bool { return sp.Warm() == 1 }, hangGuard, time.Millisecond)
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("%d\n%d\n", pid, warmPids(sp)[0]), string(b),
+		"the run's interpreter is the pool's first, its replacement the second")
+	assert.Equal(t, int64(2), sp.launched.Load())
 }
