@@ -50,12 +50,22 @@ if _precompiled is not None:
                     pass  # the program's own import fails as it would
 _module_name = _os.fsdecode(_take(int(_take(8), 16)))
 _module_source = _take(int(_take(8), 16))
-_module_code = None
-if _module_name:
+# The module's checked hash-based .pyc (PEP 552), made now and written
+# beside the program at the run: import validates it against the file's
+# bytes, so it is used only while the file holds the source it was made
+# of, and the import compiles nothing.
+_module_pyc = None
+if _module_name and not getattr(_sys, "pycache_prefix", None):
     try:
-        _module_code = compile(_module_source, "<execute-code module>", "exec", dont_inherit=True)
+        import _imp
+
+        _ext = _sys.modules["_frozen_importlib_external"]
+        _module_pyc = _ext._code_to_hash_pyc(
+            compile(_module_source, "<execute-code module>", "exec", dont_inherit=True),
+            _imp.source_hash(_ext._RAW_MAGIC_NUMBER, _module_source), True)
     except BaseException:
-        _module_code = None
+        _module_pyc = None  # the import compiles the file, as without
+del _module_source
 import _socket
 
 # What the start-up left in python's buffers stays with the start-up's
@@ -187,20 +197,13 @@ def _hide_own_frames():
 
 
 def _cache_module(main_dir):
-    # A checked hash-based .pyc (PEP 552): import validates it against
-    # the file's bytes, so it is used only while the file holds the
-    # source it was made of, and the import compiles nothing.
-    global _module_code, _module_source
-    code, source = _module_code, _module_source
-    _module_code = _module_source = None
-    if code is None or getattr(_sys, "pycache_prefix", None):
+    global _module_pyc
+    data, _module_pyc = _module_pyc, None
+    if data is None:
         return
     try:
-        import _imp
         ext = _sys.modules["_frozen_importlib_external"]
-        path = _os.path.join(main_dir, _module_name)
-        cached = ext.cache_from_source(path)
-        data = ext._code_to_hash_pyc(code, _imp.source_hash(ext._RAW_MAGIC_NUMBER, source), True)
+        cached = ext.cache_from_source(_os.path.join(main_dir, _module_name))
         _os.makedirs(_os.path.dirname(cached), exist_ok=True)
         ext._write_atomic(cached, data)
     except Exception:
