@@ -71,7 +71,6 @@ func (s *Spawner) KeepWarm(n int, idle time.Duration, template func() (cmd Comma
 		drop = p.dropLocked(func(it *interp) bool { return it.sh.key != p.key })
 	} else {
 		p.key = ""
-		p.key = ""
 		drop, p.warm = p.warm, nil
 	}
 	for len(p.warm) > p.n {
@@ -169,10 +168,10 @@ func (p *pool) refillOnceReady(it *interp) {
 // it is now is the pool's, and what the pool kept of the old is stale.
 func (p *pool) own(key string) bool {
 	p.mu.Lock()
-	template, own, closed := p.template, key == p.key, p.closed
+	template, own, off := p.template, key == p.key, p.closed || p.n == 0
 	p.mu.Unlock()
-	if own || closed || template == nil {
-		return own
+	if own || off || template == nil {
+		return own && !off
 	}
 	cmd, ok := template()
 	if !ok || shapeOf(cmd).key != key {
