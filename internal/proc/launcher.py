@@ -1,15 +1,18 @@
 # The launcher: what Bootstrap runs when the host starts an interpreter
 # for a program file (Command.Main), ahead of the run that will take it or
 # for a run at once. The host sends it over the handshake (_fd), after the
-# byte "L", so nothing on disk is read before the run but the interpreter's
-# own start-up. Its top level prepares and waits: it compiles the source
-# the host expects the program to hold, tells the host "w", and blocks
-# until the run arrives ("R"), then places the run's descriptors, moves
-# the handshake after them and changes to the run's directory. Bootstrap
-# then does what it does for every child (SIGINT, stray descriptors, the
-# parent check, the sandbox) and calls _main, which gives the program the
-# environment, argv, sys.path and __main__ a direct `python3 FLAGS MAIN
-# ARGS` start would have given it and runs it.
+# byte "L" (as source) or "C" (as code an earlier interpreter of the same
+# binary compiled), so nothing on disk is read before the run but the
+# interpreter's own start-up. Its top level prepares and waits: it
+# compiles the source the host expects the program to hold and imports
+# what its top-level import lines name, makes the bytecode cache of the
+# helper module, tells the host "w", and blocks until the run arrives
+# ("R"), then places the run's descriptors, moves the handshake after
+# them and changes to the run's directory. Bootstrap then does what it
+# does for every child (SIGINT, stray descriptors, the parent check, the
+# sandbox) and calls _main, which gives the program the environment,
+# argv, sys.path and __main__ a direct `python3 FLAGS MAIN ARGS` start
+# would have given it and runs it.
 import os as _os
 import sys as _sys
 
