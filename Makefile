@@ -102,7 +102,7 @@ FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest internal/proc:FuzzSanitize
 	kernelworker/internal/frame:FuzzCellFastPath \
 	approval:FuzzParseDecision cmd/execute-code:FuzzServeLine \
 	tools:FuzzIgnoreFile pump:FuzzParseFrameName internal/bell:FuzzDecoder \
-	mcpsource:FuzzSignatureOf cmd/execute-code:FuzzParseMCP
+	mcpsource:FuzzSignatureOf cmd/execute-code:FuzzParseMCP internal/proc:FuzzLaunchStatus
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

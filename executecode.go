@@ -217,6 +217,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	r.helperSource = shimpy.RenderModule(r.helpers, cfg.MaxTextBytes, r.specs...)
 	r.base, r.stop = context.WithCancel(context.Background())
 	r.observe()
+	r.warm()
 	return r, nil
 }
 

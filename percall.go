@@ -221,14 +221,9 @@ func (p perCallRunner) spawn(ctx context.Context, rn run, ws workspace, bells *b
 	// until the capture is finished.
 	capture := proc.NewCapture(r.cfg.MaxOutputBytes, r.newSpill,
 		proc.ScrubWith(sc), proc.SpillLimit(r.cfg.SpillLimitBytes()))
-	cmd := proc.Command{
-		Path:   rn.python,
-		Args:   []string{filepath.Join(ws.base, "script.py")},
-		Dir:    r.rootDir,
-		Env:    append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"),
-		Limits: rn.limits,
-		Output: capture,
-	}
+	cmd := r.perCallCommand(rn.python, rn.limits)
+	cmd.Main = filepath.Join(ws.base, "script.py")
+	cmd.Output = capture
 	if bells != nil {
 		cmd.ExtraFiles = bells.ChildFiles()
 	}
@@ -248,6 +243,26 @@ func (p perCallRunner) spawn(ctx context.Context, rn run, ws workspace, bells *b
 		return nil, nil, err
 	}
 	return proc, capture, nil
+}
+
+// perCallCommand is the command of every per-call run of python under
+// lim but for what is the run's own (its script, descriptors, output and
+// the sandbox's rules): python3 on script.py in the tool root, the
+// host's environment without bytecode writing, the helper set as its
+// tag. A warm interpreter of this shape serves the runs (see warm).
+func (r *Runtime) perCallCommand(python string, lim proc.Limits) proc.Command {
+	cmd := proc.Command{
+		Path:   python,
+		Main:   "script.py",
+		Dir:    r.rootDir,
+		Env:    append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"),
+		Limits: lim,
+		Tag:    "per-call " + r.toolsDigest,
+	}
+	if r.sandbox.on {
+		cmd.Sandbox = &proc.Sandbox{}
+	}
+	return cmd
 }
 
 // closeCapture ends a capture and lets the reaper have its spill.

@@ -36,10 +36,12 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 		})
 		s.DroppedLateOutputBytes = r.journal.DroppedLateOutputBytes()
 		s.Sandbox = r.sandbox.status()
+		s.WarmInterpreters = r.spawner.Warm()
 		return s, nil
 	}
 	s, err := tree.Introspect.Snapshot(ctx)
 	s.Sandbox = r.sandbox.status()
+	s.WarmInterpreters = r.spawner.Warm()
 	return s, err
 }
 

@@ -19,6 +19,7 @@ var aliasValues = map[kind][2]string{
 	kindMode:        {"session", "per_call"},
 	kindSandbox:     {"landlock", "bogus"},
 	kindPolicy:      {"read", "grep"},
+	kindCount:       {"2", "3"},
 }
 
 // Every LEMON_EXECUTE_CODE_* variable has an EXECUTE_CODE_* alias that

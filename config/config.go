@@ -66,7 +66,16 @@ type Config struct {
 	RequireApproval []string
 	// ApprovalTimeoutMS bounds how long a helper call waits for approval.
 	ApprovalTimeoutMS int
+	// WarmInterpreters is how many interpreters of the runtime's default
+	// kind (its mode's) are kept started ahead, 0 to MaxWarmInterpreters;
+	// 0 starts every one when it is needed.
+	WarmInterpreters int
 }
+
+// MaxWarmInterpreters bounds warm_interpreters: each is an idle python3
+// of tens of megabytes, and one more than the calls that start together
+// buys nothing.
+const MaxWarmInterpreters = 8
 
 // Sandbox values.
 const (
@@ -125,6 +134,7 @@ func Defaults() Config {
 		Deny:                    []string{},
 		RequireApproval:         []string{},
 		ApprovalTimeoutMS:       300000,
+		WarmInterpreters:        1,
 	}
 }
 

@@ -15,6 +15,7 @@ const (
 	kindMode                    // kernel_mode: the first source that sets it wins
 	kindSandbox                 // "none" or "landlock" ("" is none)
 	kindPolicy                  // allow / deny / require_approval tool lists
+	kindCount                   // 0 .. a maximum, clamped; negative or malformed falls back
 )
 
 type key struct {
@@ -48,6 +49,7 @@ var keys = []key{
 	{"deny", kindPolicy},
 	{"require_approval", kindPolicy},
 	{"approval_timeout_ms", kindBound},
+	{"warm_interpreters", kindCount},
 }
 
 // EnvPrefix starts the name of every environment override.

@@ -53,7 +53,7 @@ func Load(opts Options) (Config, error) {
 			v, issues := resolvePath(cs, abs)
 			c.PythonPath = v
 			w.report(k.name, issues, strconv.Quote(v))
-		case kindDeclaredInt, kindBound, kindLimit:
+		case kindDeclaredInt, kindBound, kindLimit, kindCount:
 			field := intField(&c, k.name)
 			v, issues := intResolvers[k.kind](cs, field.get())
 			field.set(v)
@@ -83,6 +83,7 @@ var intResolvers = map[kind]func([]candidate, int64) (int64, []issue){
 	kindDeclaredInt: resolveDeclaredInt,
 	kindBound:       resolveBound,
 	kindLimit:       resolveLimit,
+	kindCount:       resolveWarmCount,
 }
 
 // intAccess reads and writes one integer field of a Config.
@@ -106,6 +107,7 @@ func intField(c *Config, name string) intAccess {
 		"fsize_limit_mb":              &c.FsizeLimitMB,
 		"nproc_limit":                 &c.NprocLimit,
 		"approval_timeout_ms":         &c.ApprovalTimeoutMS,
+		"warm_interpreters":           &c.WarmInterpreters,
 	}[name]
 	if ptr == nil { // the int64 fields
 		p64 := &c.MaxRPCResultBytes

@@ -97,6 +97,9 @@ func checkUsable(t *testing.T, c Config) {
 			t.Fatalf("negative limit: %+v", c)
 		}
 	}
+	if c.WarmInterpreters < 0 || c.WarmInterpreters > MaxWarmInterpreters {
+		t.Fatalf("warm_interpreters %d", c.WarmInterpreters)
+	}
 	if c.KernelMode != PerCall && c.KernelMode != Session {
 		t.Fatalf("kernel mode %q", c.KernelMode)
 	}

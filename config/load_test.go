@@ -39,6 +39,7 @@ func TestDefaultsMatchTheSeedAndLimitRulings(t *testing.T) {
 		Deny:                    []string{},
 		RequireApproval:         []string{},
 		ApprovalTimeoutMS:       300000,
+		WarmInterpreters:        1,
 	}, d)
 	d.Tools[0] = "changed"
 	assert.Equal(t, "read", tools.Allowlist[0], "Defaults must not alias the allowlist")
@@ -256,6 +257,49 @@ func TestLimitKeysTreatZeroAsNoLimitAndNegativeAsDefault(t *testing.T) {
 			})
 		}
 	}
+}
+
+// warm_interpreters keeps 0 (none warm) up to MaxWarmInterpreters; more
+// is clamped with a warning, and a negative or malformed value falls
+// through to the next source, as for the limits.
+func TestWarmInterpretersAreZeroToTheMaximumClamped(t *testing.T) {
+	cases := []struct {
+		name  string
+		toml  string
+		env   string
+		alias string
+		want  int64
+		warns int
+	}{
+		{name: "default", want: 1},
+		{name: "toml zero disables", toml: "0", want: 0},
+		{name: "toml some", toml: "3", want: 3},
+		{name: "toml numeric string", toml: `"2"`, want: 2},
+		{name: "toml above the maximum is clamped", toml: "100", want: MaxWarmInterpreters, warns: 1},
+		{name: "toml huge is clamped", toml: `"99999999999999999999999"`, want: MaxWarmInterpreters, warns: 1},
+		{name: "toml negative is the default", toml: "-1", want: 1, warns: 1},
+		{name: "toml garbage is the default", toml: `"lots"`, want: 1, warns: 1},
+		{name: "env beats toml", toml: "3", env: "0", want: 0},
+		{name: "env negative falls back to toml", toml: "3", env: "-2", want: 3, warns: 1},
+		{name: "env above the maximum is clamped", env: "9", want: MaxWarmInterpreters, warns: 1},
+		{name: "alias", alias: "4", want: 4},
+		{name: "env beats the alias", env: "2", alias: "4", want: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			i := intInput("warm_interpreters", tc.toml, tc.env)
+			if tc.alias != "" {
+				i.env = append(i.env, AliasName("warm_interpreters")+"="+tc.alias)
+			}
+			r := load(t, i)
+			require.NoError(t, r.err)
+			assert.Equal(t, int(tc.want), r.cfg.WarmInterpreters)
+			assertWarnings(t, r.warnings, "warm_interpreters", tc.warns, showInt(tc.want))
+		})
+	}
+	r := load(t, in{over: map[string]any{"warm_interpreters": 0}})
+	require.NoError(t, r.err)
+	assert.Zero(t, r.cfg.WarmInterpreters, "a CLI override sets it too")
 }
 
 func TestSpillCapIsTheSmallerOfMaxSpillBytesAndTheFileSizeLimit(t *testing.T) {

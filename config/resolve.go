@@ -103,6 +103,28 @@ func resolveLimit(cs []candidate, def int64) (int64, []issue) {
 	return def, issues
 }
 
+// resolveWarmCount: the first integer >= 0 wins, clamped down to
+// MaxWarmInterpreters; a negative or malformed value is skipped.
+func resolveWarmCount(cs []candidate, def int64) (int64, []issue) {
+	var issues []issue
+	for _, c := range cs {
+		n, ok, _ := parseInt(c.value)
+		switch {
+		case !ok:
+			issues = append(issues, issue{c, "is not an integer"})
+			continue
+		case n < 0:
+			issues = append(issues, issue{c, "is negative (0 keeps none warm)"})
+			continue
+		case n > MaxWarmInterpreters:
+			issues = append(issues, issue{c, fmt.Sprintf("is above %d, clamped", MaxWarmInterpreters)})
+			n = MaxWarmInterpreters
+		}
+		return n, issues
+	}
+	return def, issues
+}
+
 // resolveMode: the highest layer that sets kernel_mode decides, even when
 // its value is malformed, so a typo can never fall through to a lower layer
 // that enables persistence. Only the exact string "session" selects it.

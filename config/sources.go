@@ -238,7 +238,7 @@ func fileTypeWant(k kind, v any) string {
 			return ""
 		}
 		return "a string"
-	case kindDeclaredInt, kindBound, kindLimit:
+	case kindDeclaredInt, kindBound, kindLimit, kindCount:
 		switch v.(type) {
 		case int64, string:
 			return ""
@@ -370,7 +370,7 @@ func overrideProblem(k kind, v any) string {
 		if _, ok := v.(string); !ok {
 			return "want a string"
 		}
-	case kindDeclaredInt, kindBound, kindLimit:
+	case kindDeclaredInt, kindBound, kindLimit, kindCount:
 		if _, ok, _ := parseInt(v); !ok {
 			return "want an integer"
 		}

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	executecode "github.com/executecode/executecode"
 	"github.com/executecode/executecode/config"
@@ -104,12 +106,14 @@ func (e *env) exec(ctx context.Context, script string, timeoutMS ...int) (execut
 }
 
 // assertNoProcesses fails if any process carrying this test's mark is
-// still alive (zombies awaiting their reaper count as gone).
+// still alive (zombies awaiting their reaper count as gone), but for a
+// warm interpreter: another runtime of the test started it with the mark
+// this env set, and the pool's own tests hold Close to ending them.
 func (e *env) assertNoProcesses() {
 	e.t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		left := proctest.Marked(markEnv, e.mark)
+		left := slices.DeleteFunc(proctest.Marked(markEnv, e.mark), proctest.Warm)
 		if len(left) == 0 {
 			return
 		}
@@ -122,17 +126,27 @@ func (e *env) assertNoProcesses() {
 }
 
 // scriptProcesses is markedProcesses without the runtime's own guard
-// process, which lives as long as the runtime: while a runtime is open,
-// these are what its scripts and kernels left.
+// process and warm interpreters, which live as long as the runtime: while
+// a runtime is open, these are what its scripts and kernels left.
 func scriptProcesses(mark string) []int {
 	var pids []int
 	for _, pid := range proctest.Marked(markEnv, mark) {
 		argv, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if !bytes.HasPrefix(argv, []byte(guardArgv0+"\x00")) {
+		if !bytes.HasPrefix(argv, []byte(guardArgv0+"\x00")) && !proctest.Warm(pid) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// warmGoroutines are those of a warm interpreter the runtime keeps while
+// it is open (internal/proc's pool): its start, its waiter and the drains
+// of its start-up pipes.
+var warmGoroutines = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/executecode/executecode/internal/proc.(*pool).fill"),
+	goleak.IgnoreAnyFunction("github.com/executecode/executecode/internal/proc.(*interp).awaitReady"),
+	goleak.IgnoreAnyFunction("github.com/executecode/executecode/internal/proc.(*Process).wait"),
+	goleak.IgnoreAnyFunction("github.com/executecode/executecode/internal/proc.copyOutput"),
 }
 
 // guardArgv0 is the guard's argv[0] (kernelworker's guard.go).

@@ -29,6 +29,9 @@ type Snapshot struct {
 	// Sandbox is the protections every new interpreter is confined with;
 	// the zero value (all false) when the sandbox is off.
 	Sandbox Sandbox `json:"sandbox"`
+	// WarmInterpreters counts the interpreters started ahead that wait
+	// for a run now (warm_interpreters).
+	WarmInterpreters int `json:"warm_interpreters"`
 }
 
 // Sandbox is the protections an interpreter runs under: the Landlock ABI

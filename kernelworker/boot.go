@@ -2,8 +2,11 @@ package kernelworker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -102,11 +105,6 @@ func boot(opts Options) (k *kernel, err error) {
 	if k.bells, err = bell.New(); err != nil {
 		return k, fmt.Errorf("doorbells: %w", err)
 	}
-	stdinR, stdinW, err := requestChannel()
-	if err != nil {
-		return k, fmt.Errorf("request channel: %w", err)
-	}
-	k.stdin = newRequestWriter(stdinW)
 	captureW, err := k.capturePipe()
 	if err != nil {
 		return k, fmt.Errorf("capture pipe: %w", err)
@@ -117,31 +115,30 @@ func boot(opts Options) (k *kernel, err error) {
 	var sandbox *proc.Sandbox
 	if opts.Confine != nil {
 		if sandbox, err = opts.Confine(ctx, opts.Interpreter, k.dir); err != nil {
-			_ = stdinR.Close()
 			_ = captureW.Close()
 			return k, fmt.Errorf("sandbox: %w", err)
 		}
 	}
-	k.proc, err = opts.Spawner.Start(ctx, proc.Command{
-		Path:       opts.Interpreter,
-		Args:       []string{"-u", filepath.Join(k.dir, runnerFile)},
-		Dir:        k.dir,
-		ExtraFiles: append(k.bells.ChildFiles(), k.capture, captureW),
-		Limits:     opts.Limits,
-		Output:     k.frames,
-		Stdin:      stdinR,
-		Stderr:     k.stderr,
-		Sandbox:    sandbox,
-	})
+	cmd := Command(opts)
+	cmd.Main, cmd.Dir = filepath.Join(k.dir, runnerFile), k.dir
+	cmd.ExtraFiles = append(k.bells.ChildFiles(), k.capture, captureW)
+	cmd.Output, cmd.Stderr, cmd.Sandbox = k.frames, k.stderr, sandbox
+	k.proc, err = opts.Spawner.Start(ctx, cmd)
 	// The child has its copies (or never will): the host keeps only its
 	// own ends, so EOFs mean what they say.
-	_ = stdinR.Close()
 	_ = captureW.Close()
 	_ = k.bells.CloseChildEnds()
 	if err != nil {
 		return k, fmt.Errorf("spawn: %w", err)
 	}
 	k.sandbox = k.proc.Sandbox()
+	// The request channel is fd 0, a socket the Spawner made: every
+	// cell's bridge token travels in its eval request, and another
+	// process of the user can open a pipe again through /proc/<pid>/fd,
+	// but not a socket. The host's end is non-blocking, so its writes can
+	// have a deadline.
+	stdinW := k.proc.Stdin()
+	k.stdin = newRequestWriter(stdinW)
 
 	// The request channel is empty, so this write cannot block for long; the
 	// deadline only guards against the impossible.
@@ -157,23 +154,36 @@ func boot(opts Options) (k *kernel, err error) {
 	return k, nil
 }
 
-// requestChannel is the runner's fd 0 and the host's end of it: a socket
-// pair, not a pipe, because every cell's bridge token travels in its eval
-// request, and another process of the user can open a pipe of this one
-// again through /proc/<pid>/fd (to read the requests, or to write its
-// own), while a socket cannot be opened that way. The host's end is
-// non-blocking, so its writes can have a deadline.
-func requestChannel() (child, host *os.File, err error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, err
+// Command is the interpreter command of every kernel of opts but for what
+// is each kernel's own (its workspace, pipes, output, the sandbox's
+// rules): python3 -u on the runner, fd 0 a socket, stderr apart, so a
+// warm interpreter of this shape (proc.Spawner.KeepWarm) serves its
+// kernels. The runner is compiled ahead, and the helper set names it.
+func Command(opts Options) proc.Command {
+	opts = opts.withDefaults()
+	runner := opts.Runner
+	if runner == "" {
+		runner = shimpy.Runner()
 	}
-	if err := unix.SetNonblock(fds[1], true); err != nil {
-		_ = unix.Close(fds[0])
-		_ = unix.Close(fds[1])
-		return nil, nil, err
+	helpers := sha256.Sum256([]byte(opts.HelperSource))
+	cmd := proc.Command{
+		Path:        opts.Interpreter,
+		Flags:       []string{"-u"},
+		Main:        runnerFile,
+		MainSource:  proc.Bootstrap + runner,
+		Dir:         opts.Cwd,
+		Limits:      opts.Limits,
+		StdinSocket: true,
+		Stderr:      io.Discard,
+		Tag:         "kernel " + hex.EncodeToString(helpers[:]),
 	}
-	return os.NewFile(uintptr(fds[0]), "kernel-requests"), os.NewFile(uintptr(fds[1]), "kernel-requests-host"), nil
+	if opts.HelperSource != "" {
+		cmd.Module = proc.ModuleSource{Name: helperFile, Source: opts.HelperSource}
+	}
+	if opts.Confine != nil {
+		cmd.Sandbox = &proc.Sandbox{}
+	}
+	return cmd
 }
 
 // attach starts delivering the kernel's frames and its exit to pid.

@@ -1,13 +1,48 @@
 # The first act of every python3 the Spawner starts, before any user code:
 # wait until the host has set the rlimits, then finish the set-up a
 # pre-exec hook would have done, and confine this process when the host
-# asks for the sandbox. Without the variable (a program run by hand) it
-# does nothing.
+# asks for the sandbox. An interpreter started for a program file gets
+# the launcher first ("L"), which waits for its run and places the run's
+# descriptors; the run's program starts once everything here is done.
+# Without the variable (a program run by hand, or the program of a
+# launched interpreter, whose bootstrap already ran) it does nothing.
 import os as _os
 _v = _os.environ.pop("EXECUTE_CODE_HANDSHAKE", None)
 if _v is not None:
     _fd, _host = (int(_x) for _x in _v.split(":"))
+
+    def _take(n):
+        b = b""
+        while len(b) < n:
+            c = _os.read(_fd, n - len(b))
+            if not c:
+                _os._exit(125)
+            b += c
+        return b
+
     _go = _os.read(_fd, 1)
+    _launch = None
+    if _go in (b"L", b"C"):
+        import marshal as _marshal
+        _src = _take(int(_take(8), 16))
+        if _go == b"L":
+            # The launcher's source: compiled here, and handed back so the
+            # host can give the next interpreter of this binary the code.
+            _code = compile(_src, "<execute-code launcher>", "exec")
+            _b = _marshal.dumps(_code)
+            _b = b"m%08x" % len(_b) + _b
+            while _b:
+                _b = _b[_os.write(_fd, _b):]
+        else:
+            _code = _marshal.loads(_src)
+            if type(_code) is not type(_take.__code__) or _code.co_filename != "<execute-code launcher>":
+                _os._exit(125)
+        del _src
+        _launch = {"_fd": _fd, "_take": _take}
+        exec(_code, _launch)
+        del _code
+        _fd = _launch["_fd"]
+        _go = _os.read(_fd, 1)
     if _go not in (b"1", b"S"):
         # The host failed a step and kills this process; never run on.
         _os._exit(125)
@@ -29,13 +64,11 @@ if _v is not None:
         _os._exit(125)
     if _go == b"S":
         # The sandbox program follows, its length in 8 hex digits.
-        def _take(n):
-            b = b""
-            while len(b) < n:
-                c = _os.read(_fd, n - len(b))
-                if not c:
-                    _os._exit(125)
-                b += c
-            return b
         exec(compile(_take(int(_take(8), 16)), "<execute-code sandbox>", "exec"), {"_fd": _fd})
+    elif _launch is not None:
+        # A launched interpreter always answers: the host hands out no
+        # interpreter that did not get this far.
+        _os.write(_fd, b"ok 0 0 0 0 0\n")
     _os.close(_fd)
+    if _launch is not None:
+        _launch["_main"]()

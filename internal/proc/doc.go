@@ -18,7 +18,15 @@
 // close-on-exec), checks that its parent is the host and closes the
 // handshake. A Command with a Program (an MCP server) starts the same
 // way and then execs the program from python, so it gets its limits, the
-// SIGINT reset and the closed descriptors too. ResolvePython picks the interpreter: the configured one,
+// SIGINT reset and the closed descriptors too. A Command with a Main (a
+// per-call script, a kernel's runner) starts generic, python3 FLAGS -c
+// Bootstrap, and gets the launcher and then its run over the handshake
+// (argv, working directory, the environment's per-run part, its output
+// pipes and extra files as SCM_RIGHTS), so the same interpreter can be
+// started ahead: KeepWarm keeps a pool of them for one shape, each taken
+// whole by one run, replaced in the background, ended when idle and by
+// Close; a start that finds none forks one and takes it at once.
+// ResolvePython picks the interpreter: the configured one,
 // else the first real python3 on PATH that is not a version manager's
 // shim. The parent-death signal does not reach python's children (it is
 // cleared on fork), so each Spawner also keeps a guard: python3 -I -S

@@ -22,6 +22,9 @@ import (
 const (
 	helperHostEnv   = "KERNELWORKER_TEST_HELPER_HOST"
 	helperPythonEnv = "KERNELWORKER_TEST_HELPER_PYTHON"
+	// helperWarmEnv makes the helper host keep two interpreters warm
+	// instead, and report theirs and the guard's pids.
+	helperWarmEnv = "KERNELWORKER_TEST_HELPER_WARM"
 )
 
 // hangGuard only keeps a broken test from hanging; no test asserts a time.
@@ -57,6 +60,9 @@ time.sleep(600)
 // killed.
 func helperHost() int {
 	sp := NewSpawner()
+	if os.Getenv(helperWarmEnv) != "" {
+		return helperWarmHost(sp)
+	}
 	ready := newSyncBuffer()
 	_, err := sp.Start(context.Background(), Command{
 		Path:   os.Getenv(helperPythonEnv),
@@ -72,6 +78,28 @@ func helperHost() int {
 		return 1
 	}
 	pids, _ := strings.CutPrefix(strings.TrimSpace(ready.String()), "ready ")
+	fmt.Printf("pids %s %d\n", pids, sp.guard.proc.Pid)
+	time.Sleep(10 * time.Minute) // the test kills us long before
+	return 0
+}
+
+// helperWarmHost keeps two interpreters warm, prints "pids <warm>
+// <warm> <guard>" once both wait for a run, and waits to be killed.
+func helperWarmHost(sp *Spawner) int {
+	python := os.Getenv(helperPythonEnv)
+	sp.KeepWarm(2, 0, func() (Command, bool) { return Command{Path: python, Main: "main.py"}, true })
+	deadline := time.Now().Add(hangGuard)
+	for sp.Warm() < 2 {
+		if time.Now().After(deadline) {
+			fmt.Println("error the interpreters never became warm")
+			return 1
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sp.pool.mu.Lock()
+	pids := fmt.Sprintf("%d %d", sp.pool.warm[0].p.Pid(), sp.pool.warm[1].p.Pid())
+	sp.pool.mu.Unlock()
+	<-sp.guard.first
 	fmt.Printf("pids %s %d\n", pids, sp.guard.proc.Pid)
 	time.Sleep(10 * time.Minute) // the test kills us long before
 	return 0

@@ -43,36 +43,48 @@ type ExitStatus struct {
 // Process is one running python3, started directly by the Spawner. It
 // leads its own session and process group, whose id is its pid.
 type Process struct {
-	pid        int
-	forks0     uint64                    // ForkCount before the fork; 0 if unknown
-	unguard    func(pid int, swept bool) // the guard forgets the session: see wait
-	out        *os.File
-	errOut     *os.File // nil unless Command.Stderr asked for a pipe of its own
-	done       chan struct{}
-	readerDone chan struct{}
-	errDone    chan struct{}
+	pid     int
+	forks0  uint64                    // ForkCount before the fork; 0 if unknown
+	unguard func(pid int, swept bool) // the guard forgets the session: see wait
+	done    chan struct{}
 	// sandbox is what the interpreter confined itself with (Command.Sandbox).
 	sandbox Protections
+	// stdin is the host's end of fd 0 (Command.StdinSocket).
+	stdin *os.File
 
 	mu            sync.Mutex
 	reaped        bool
 	stopRequested bool
 	exit          ExitStatus
+	// drains are the host's read ends of python's output pipes, each
+	// copied to its writer; Done waits for them all.
+	drains []drain
 }
 
-func newProcess(out, errOut *os.File, unguard func(pid int, swept bool)) *Process {
-	p := &Process{
-		unguard:    unguard,
-		out:        out,
-		errOut:     errOut,
-		done:       make(chan struct{}),
-		readerDone: make(chan struct{}),
-		errDone:    make(chan struct{}),
-	}
-	if errOut == nil {
-		close(p.errDone)
-	}
-	return p
+// drain is one output pipe being copied; done is closed at its end.
+type drain struct {
+	f    *os.File
+	done chan struct{}
+}
+
+func newProcess(unguard func(pid int, swept bool)) *Process {
+	return &Process{unguard: unguard, done: make(chan struct{})}
+}
+
+// drainTo copies the pipe f to w (nil discards) until every writer is
+// gone, or the drain bound once python has ended; the Process owns f.
+func (p *Process) drainTo(f *os.File, w io.Writer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drainToLocked(f, w)
+}
+
+// drainToLocked is drainTo for a caller that holds p.mu and found the
+// child unreaped, which the waiter needs in order to see the drain.
+func (p *Process) drainToLocked(f *os.File, w io.Writer) {
+	d := drain{f: f, done: make(chan struct{})}
+	p.drains = append(p.drains, d)
+	go copyOutput(f, w, d.done)
 }
 
 // Pid is python's pid, which is also its process group and session id.
@@ -81,6 +93,22 @@ func (p *Process) Pid() int { return p.pid }
 // Sandbox is what the interpreter confined itself with before its program
 // ran: the zero value for one started without a Command.Sandbox.
 func (p *Process) Sandbox() Protections { return p.sandbox }
+
+// Stdin is the host's end of the socket behind python's fd 0
+// (Command.StdinSocket), non-blocking, or nil. The caller owns it.
+func (p *Process) Stdin() *os.File { return p.stdin }
+
+// whileUnreaped runs f while the child's pid is still its own (alive, or
+// a zombie nobody reaped), so a step on the pid cannot reach a stranger;
+// it fails with errGone once the child is reaped.
+func (p *Process) whileUnreaped(f func() error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return errGone
+	}
+	return f()
+}
 
 // Done is closed once the child is reaped, its group killed and its output
 // drained.
@@ -195,18 +223,16 @@ func (p *Process) wait(pidc <-chan int) {
 	p.reaped = true
 	st.StopRequested = p.stopRequested
 	p.exit = st
+	drains := p.drains
 	p.mu.Unlock()
 
 	deadline := time.Now().Add(drainBound)
-	_ = p.out.SetReadDeadline(deadline)
-	if p.errOut != nil {
-		_ = p.errOut.SetReadDeadline(deadline)
+	for _, d := range drains {
+		_ = d.f.SetReadDeadline(deadline)
 	}
-	<-p.readerDone
-	<-p.errDone
-	_ = p.out.Close()
-	if p.errOut != nil {
-		_ = p.errOut.Close()
+	for _, d := range drains {
+		<-d.done
+		_ = d.f.Close()
 	}
 	close(p.done)
 }

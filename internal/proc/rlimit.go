@@ -31,11 +31,16 @@ const (
 var bootstrapSource string
 
 // Bootstrap is one line of python that must be the first statement of
-// every program the Spawner starts (the runner of a session kernel, the
-// helper module a per-call script imports on its first line): it blocks
-// until the host has applied the Limits, and it does nothing in a program
-// not started by a Spawner. It runs in a namespace of its own.
-var Bootstrap = "exec(compile(" + pyQuote(bootstrapSource) + `, "<execute-code bootstrap>", "exec"), {})` + "\n"
+// every program the Spawner starts with Args (a -c program, an MCP
+// server's launcher), and that a program file for Command.Main may carry
+// too (the runner of a session kernel, the helper module a per-call
+// script imports): it blocks until the host has applied the Limits, and
+// it does nothing in a program not started by a Spawner, or whose
+// interpreter's bootstrap already ran (a launched one's: see
+// Command.Main), at the cost of one lookup. It runs in a namespace of its
+// own and binds no name in the program's.
+var Bootstrap = "exec(compile(" + pyQuote(bootstrapSource) + `, "<execute-code bootstrap>", "exec"), {}) if ` +
+	pyQuote(handshakeEnv) + ` in __import__("os").environ else None` + "\n"
 
 // pyQuote renders s as a JSON string, which python reads as the same
 // string literal.

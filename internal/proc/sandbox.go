@@ -162,7 +162,26 @@ func (s *Sandbox) minABI() int {
 // the script's own code), and python writes no bytecode caches into
 // directories it may not write. /etc/passwd is out of reach, so USER is
 // set when the environment names no user (getpass reads it first).
-func (s *Sandbox) env(env []string) []string {
+func (s *Sandbox) env(env []string) []string { return s.envWith(env, s.Home, s.Tmp) }
+
+// startEnv is the environment an interpreter to be confined starts with
+// before its run is known (a warm one, and so every one: see
+// Command.Main): env's own HOME where env would put the sandbox's, and no
+// TMPDIR; the launcher sets both for the run before the program starts.
+// site derives the user base from HOME at start-up, and the launcher has
+// it derive it again.
+func (s *Sandbox) startEnv(env []string) []string {
+	home := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+			break
+		}
+	}
+	return s.envWith(env, home, "")
+}
+
+func (s *Sandbox) envWith(env []string, home, tmp string) []string {
 	drop := map[string]bool{"HOME": true, "TMPDIR": true, "PYTHONNOUSERSITE": true, "PYTHONDONTWRITEBYTECODE": true}
 	out := make([]string, 0, len(env)+5)
 	named := false
@@ -179,11 +198,11 @@ func (s *Sandbox) env(env []string) []string {
 	if u, err := user.Current(); err == nil && !named {
 		out = append(out, "USER="+u.Username)
 	}
-	if s.Home != "" {
-		out = append(out, "HOME="+s.Home)
+	if home != "" {
+		out = append(out, "HOME="+home)
 	}
-	if s.Tmp != "" {
-		out = append(out, "TMPDIR="+s.Tmp)
+	if tmp != "" {
+		out = append(out, "TMPDIR="+tmp)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,8 +44,14 @@ type Command struct {
 	Output io.Writer
 	// Stdin becomes python's fd 0 (typically the read end of a request
 	// pipe); nil means /dev/null. As with ExtraFiles, the caller keeps
-	// ownership and closes its copy after Start.
+	// ownership and closes its copy after Start. A Command with Main takes
+	// StdinSocket instead.
 	Stdin *os.File
+	// StdinSocket makes python's fd 0 one end of a socket pair the Spawner
+	// makes with the interpreter; Process.Stdin is the host's end. A
+	// socket, not a pipe: no other process can open it again through
+	// /proc to read or forge what the host writes.
+	StdinSocket bool
 	// Stderr, when set, receives python's fd 2 through a pipe of its own,
 	// so Output sees only fd 1. A session kernel's fd 1 carries protocol
 	// frames that start-up noise on fd 2 must never be mixed into.
@@ -59,7 +66,36 @@ type Command struct {
 	// with its limits set, SIGINT at default and inherited descriptors
 	// closed, none of which a host could otherwise do before exec.
 	Program string
+	// Main, when set, is the python file the interpreter runs as its
+	// __main__, as `Path Flags... Main Args...` would: Args are then the
+	// program's own arguments (sys.argv[1:]). Such an interpreter starts
+	// generic, `Path Flags... -c Bootstrap`, and learns its run (Main,
+	// Args, Dir, the descriptors, the environment's per-run part) over the
+	// handshake, so one started ahead of its run (see KeepWarm) serves it
+	// as one started for it does; the program sees the sys.argv,
+	// sys.orig_argv, sys.path, __main__, working directory, environment
+	// and descriptors a direct start gives (docs/architecture.md, Warm
+	// interpreters).
+	Main string
+	// Flags are the interpreter's own options before Main ("-u").
+	Flags []string
+	// MainSource, when set, is what Main is expected to hold: the
+	// interpreter compiles it while it waits for its run, and runs that
+	// code when Main holds exactly these bytes (else it compiles Main).
+	MainSource string
+	// Module, when its Name is set, is a module file beside Main that the
+	// program imports (a kernel's helper module): the interpreter
+	// compiles its Source ahead too, and at the run leaves a checked
+	// bytecode cache of it in __pycache__ beside Main, which python's
+	// import uses only while the file holds exactly Source.
+	Module ModuleSource
+	// Tag names whatever else shapes the program (the helper set): a
+	// warm interpreter serves only commands of its own tag.
+	Tag string
 }
+
+// ModuleSource is a module file's name and the source it holds.
+type ModuleSource struct{ Name, Source string }
 
 // programLauncher is what python3 runs after Bootstrap for a Program:
 // argv[1] is the program, the rest its arguments.
@@ -70,11 +106,18 @@ const programLauncher = "import os, sys\nos.execv(sys.argv[1], sys.argv[1:])\n"
 // child exits, and Go retires threads at will, so only a pinned thread
 // makes "the host died" the one event that kills the children.
 type Spawner struct {
-	guard   *guard
-	reqs    chan spawnRequest
-	quit    chan struct{}
-	stopped chan struct{}
-	once    sync.Once
+	guard *guard
+	pool  *pool
+	// code holds the launcher as compiled code, by binary and shape
+	// (launch.go, codeKeyOf).
+	codeMu sync.Mutex
+	code   map[string][]byte
+	// launched counts the interpreters forked for a Main.
+	launched atomic.Int64
+	reqs     chan spawnRequest
+	quit     chan struct{}
+	stopped  chan struct{}
+	once     sync.Once
 }
 
 type spawnRequest struct {
@@ -97,6 +140,7 @@ func NewSpawner() *Spawner {
 		quit:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
+	s.pool = newPool(s)
 	go s.run(nil)
 	return s
 }
@@ -129,11 +173,15 @@ func (s *Spawner) run(handover chan<- struct{}) {
 	}
 }
 
-// Close ends the spawning goroutine and with it its thread, so any child
-// still alive receives SIGKILL from the kernel. Callers stop their
-// children first; Close is idempotent.
+// Close ends the warm interpreters (those still starting too) and waits
+// for their end, then ends the spawning goroutine and with it its thread,
+// so any child still alive receives SIGKILL from the kernel. Callers stop
+// their children first; Close is idempotent.
 func (s *Spawner) Close() {
-	s.once.Do(func() { close(s.quit) })
+	s.once.Do(func() {
+		s.pool.close()
+		close(s.quit)
+	})
 	<-s.stopped
 	s.guard.close()
 }
@@ -171,6 +219,12 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	case <-s.quit:
 		return nil, ErrClosed
 	default:
+	}
+	if cmd.Main != "" {
+		return s.startMain(ctx, cmd)
+	}
+	if cmd.StdinSocket {
+		return nil, fmt.Errorf("start %s: StdinSocket needs a Main", cmd.Path)
 	}
 
 	env := cmd.Env
@@ -214,7 +268,7 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	}
 
 	// Subscribe to the exit before the child exists.
-	p := newProcess(cio.out, cio.errOut, s.guard.remove)
+	p := newProcess(s.guard.remove)
 	pidc := make(chan int, 1)
 	go p.wait(pidc)
 
@@ -250,9 +304,9 @@ func (s *Spawner) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if stepErr != nil {
 		_ = unix.Kill(-r.pid, unix.SIGKILL)
 	}
-	go copyOutput(p.out, cmd.Output, p.readerDone)
+	p.drainTo(cio.out, cmd.Output)
 	if cio.errOut != nil {
-		go copyOutput(cio.errOut, cmd.Stderr, p.errDone)
+		p.drainTo(cio.errOut, cmd.Stderr)
 	}
 	pidc <- r.pid
 	if stepErr != nil {

@@ -180,6 +180,16 @@ func PidsIn(t testing.TB, out, label string) []int {
 	return pids
 }
 
+// Warm reports whether pid is an interpreter a runtime started ahead of
+// its run and no run took yet: its command line ends with the argument
+// execute-code-warm (internal/proc's launch.go). Like the guard it is
+// the runtime's own, not a script's, and it may carry a test's mark when
+// the test set it after the runtime started.
+func Warm(pid int) bool {
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.HasSuffix(cmdline, []byte("\x00execute-code-warm\x00"))
+}
+
 // Python is the first python3 on $PATH that is a real executable, not a
 // version manager's shim script (one starting with "#!"); the tests need
 // one, so none fails t.
