@@ -129,7 +129,7 @@ func (c *common) load(log zerolog.Logger) (config.Config, error) {
 	if c.sandbox != "" {
 		over["sandbox"] = c.sandbox
 	}
-	if c.oneCall && slices.Contains(config.Keys(), warmKey) {
+	if c.oneCall {
 		// Kept warm, an interpreter would start beside the script's own,
 		// competing for the cores, only to be killed at exit.
 		over[warmKey] = 0
