@@ -2,11 +2,6 @@ package integration
 
 import (
 	"context"
-	"io"
-	"os"
-	"os/exec"
-	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,71 +11,6 @@ import (
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/internal/proc"
 )
-
-// pingPongScript echoes each byte of its stdin back on its stdout, one
-// read and one write at a time: the least a cell's round trip between the
-// host and a python process can cost.
-const pingPongScript = `
-import os
-while True:
-    b = os.read(0, 1)
-    if not b:
-        break
-    os.write(1, b)
-`
-
-// pipeFloor is a python3 that answers one byte with one byte over two
-// pipes, as a kernel's request and frame channels carry a cell.
-type pipeFloor struct {
-	cmd *exec.Cmd
-	in  *os.File
-	out *os.File
-	buf [1]byte
-}
-
-func startPipeFloor(b *testing.B, python string) *pipeFloor {
-	b.Helper()
-	inR, inW, err := os.Pipe()
-	require.NoError(b, err)
-	outR, outW, err := os.Pipe()
-	require.NoError(b, err)
-	cmd := exec.Command(python, "-I", "-S", "-c", pingPongScript)
-	cmd.Stdin, cmd.Stdout = inR, outW
-	require.NoError(b, cmd.Start())
-	_ = inR.Close()
-	_ = outW.Close()
-	f := &pipeFloor{cmd: cmd, in: inW, out: outR}
-	b.Cleanup(func() {
-		_ = f.in.Close()
-		_ = f.cmd.Wait()
-		_ = f.out.Close()
-	})
-	return f
-}
-
-// roundTrip is one byte to python and its echo back.
-func (f *pipeFloor) roundTrip(b *testing.B) time.Duration {
-	start := time.Now()
-	_, err := f.in.Write([]byte{'x'})
-	require.NoError(b, err)
-	_, err = io.ReadFull(f.out, f.buf[:])
-	require.NoError(b, err)
-	return time.Since(start)
-}
-
-// processCPU is the CPU time the host process has used so far, in user
-// and system mode, on every thread.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func medianUS(ds []time.Duration) float64 {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return float64(s[len(s)/2].Nanoseconds()) / 1000
-}
 
 // BenchmarkSessionCellFloor measures a warm session cell of `x = 1`
 // through the facade (registry lease, cell bridge, RPC server, kernel
@@ -109,13 +39,13 @@ func BenchmarkSessionCellFloor(b *testing.B) {
 	require.NoError(b, err)
 	defer func() { require.NoError(b, owner.Detach(context.Background())) }()
 	call := executecode.Call{Script: "x = 1", Owner: owner}
-	var hostCPU time.Duration
+	var cellCPU time.Duration
 	cell := func() time.Duration {
-		cpu0 := processCPU(b)
+		cpu0 := hostCPU()
 		start := time.Now()
 		res, err := rt.Execute(context.Background(), call)
 		took := time.Since(start)
-		hostCPU += processCPU(b) - cpu0
+		cellCPU += hostCPU() - cpu0
 		require.NoError(b, err)
 		require.True(b, res.Details.KernelReused != nil && *res.Details.KernelReused, res.Text())
 		return took
@@ -134,7 +64,7 @@ func BenchmarkSessionCellFloor(b *testing.B) {
 		b.Run(regime.name, func(b *testing.B) {
 			for b.Loop() {
 				var cells, floors []time.Duration
-				hostCPU = 0
+				cellCPU = 0
 				for range samples {
 					if regime.gap > 0 {
 						time.Sleep(regime.gap)
@@ -145,13 +75,12 @@ func BenchmarkSessionCellFloor(b *testing.B) {
 					}
 					floors = append(floors, floor.roundTrip(b))
 				}
-				c, f := medianUS(cells), medianUS(floors)
-				slices.Sort(cells)
+				c, f := us(median(cells)), us(median(floors))
 				b.ReportMetric(c, "warm-cell-median-us")
 				b.ReportMetric(float64(cells[len(cells)*99/100].Microseconds()), "warm-cell-p99-us")
 				b.ReportMetric(f, "floor-median-us")
 				b.ReportMetric(c/f, "cell/floor-ratio")
-				b.ReportMetric(float64(hostCPU.Microseconds())/samples, "host-cpu-us/cell")
+				b.ReportMetric(float64(cellCPU.Microseconds())/samples, "host-cpu-us/cell")
 			}
 		})
 	}

@@ -11,6 +11,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,40 +58,66 @@ const (
 // runtime under test runs, in the same run.
 func measureFloor(b *testing.B, python string) floor {
 	b.Helper()
-	inR, inW, err := os.Pipe()
-	require.NoError(b, err)
-	outR, outW, err := os.Pipe()
-	require.NoError(b, err)
-	defer inW.Close()
-	defer outR.Close()
-	cmd := exec.Command(python, "-I", "-S", "-c", pingPong)
-	cmd.Stdin, cmd.Stdout = inR, outW
-	require.NoError(b, cmd.Start())
-	inR.Close()
-	outW.Close()
-	defer func() {
-		inW.Close()
-		require.NoError(b, cmd.Wait())
-	}()
-	one := [1]byte{'x'}
-	trip := func() {
-		_, err := inW.Write(one[:])
-		require.NoError(b, err)
-		_, err = outR.Read(one[:])
-		require.NoError(b, err)
-	}
+	f := startPipeFloor(b, python)
+	defer f.close(b)
 	for range floorWarmup {
-		trip()
+		f.roundTrip(b)
 	}
 	ds := make([]time.Duration, floorTrips)
 	cpu0 := hostCPU()
 	for i := range ds {
-		t0 := time.Now()
-		trip()
-		ds[i] = time.Since(t0)
+		ds[i] = f.roundTrip(b)
 	}
 	cpu := hostCPU() - cpu0
 	return floor{rttUS: us(median(ds)), hostCPUUS: us(cpu) / floorTrips}
+}
+
+// pipeFloor is a python3 that answers one byte with one byte over two
+// pipes (pingPong): what a helper call's bells and a cell's channels
+// carry at the least.
+type pipeFloor struct {
+	cmd     *exec.Cmd
+	in, out *os.File
+	buf     [1]byte
+	closed  bool
+}
+
+func startPipeFloor(b *testing.B, python string) *pipeFloor {
+	b.Helper()
+	inR, inW, err := os.Pipe()
+	require.NoError(b, err)
+	outR, outW, err := os.Pipe()
+	require.NoError(b, err)
+	cmd := exec.Command(python, "-I", "-S", "-c", pingPong)
+	cmd.Stdin, cmd.Stdout = inR, outW
+	require.NoError(b, cmd.Start())
+	_ = inR.Close()
+	_ = outW.Close()
+	f := &pipeFloor{cmd: cmd, in: inW, out: outR}
+	b.Cleanup(func() { f.close(b) })
+	return f
+}
+
+// roundTrip is one byte to python and its echo back.
+func (f *pipeFloor) roundTrip(b *testing.B) time.Duration {
+	start := time.Now()
+	_, err := f.in.Write([]byte{'x'})
+	require.NoError(b, err)
+	_, err = io.ReadFull(f.out, f.buf[:])
+	require.NoError(b, err)
+	return time.Since(start)
+}
+
+// close ends python at the end of its input and reaps it.
+func (f *pipeFloor) close(b *testing.B) {
+	if f.closed {
+		return
+	}
+	f.closed = true
+	_ = f.in.Close()
+	err := f.cmd.Wait()
+	_ = f.out.Close()
+	require.NoError(b, err)
 }
 
 // reportFloor reports the floor under its own units.
@@ -193,13 +220,26 @@ func writable(dir string) bool {
 	return os.Remove(f.Name()) == nil
 }
 
+// markedBenchmark is the benchmark whose mark is set: one mark serves
+// all its runtimes.
+var markedBenchmark *testing.B
+
 // markPerfProcesses tags every process the benchmark starts and checks at
-// its end that none is left.
+// its end, once all its runtimes are closed, that none is left. A
+// benchmark with two runtimes gets one mark: a runtime's warm
+// interpreters are forked with the environment of the moment, so a
+// second mark would tag the first runtime's replacements, and the second
+// runtime's check would find them alive until the first closes.
 func markPerfProcesses(b *testing.B) {
 	b.Helper()
+	if markedBenchmark == b {
+		return
+	}
+	markedBenchmark = b
 	mark := randomMark()
 	b.Setenv(markEnv, mark)
 	b.Cleanup(func() {
+		markedBenchmark = nil
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			left := proctest.Marked(markEnv, mark)
