@@ -166,6 +166,10 @@ func (w *worker) runningFrame(ctx actor.Context, f frame.Frame) {
 func (w *worker) cancellingFrame(ctx actor.Context, f frame.Frame) {
 	c := w.active
 	switch {
+	case f.Type == frame.Started && f.ID == c.id && c.started.IsZero():
+		// The cell's code may already run, and be cancelled, while its
+		// started frame is still on its way to this mailbox.
+		c.started = time.Now()
 	case f.Type == frame.Stream && f.ID == c.id:
 		// The capture was finished with the reply.
 	case f.Type == frame.Exception && f.ID == c.id:

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,7 +35,11 @@ func startProgram(t *testing.T, sp *Spawner, script string, lim Limits) (*Proces
 // without close-on-exec, and it is the process the Spawner reports.
 func TestProgramStartsWithLimitsAndOnlyItsOwnDescriptors(t *testing.T) {
 	sp := newSpawner(t)
-	p, out := startProgram(t, sp, `echo "pid $$"; ulimit -f; env | grep -c EXECUTE_CODE_HANDSHAKE; ls /proc/$$/fd | tr '\n' ' '`, Limits{FsizeMB: 3})
+	// The listing goes through a file written by a subshell, not a pipe:
+	// a pipeline's pipe is the shell's own descriptor for a moment, and
+	// the shell keeps a copy of stdout while it redirects a command's.
+	fds := filepath.Join(t.TempDir(), "fds")
+	p, out := startProgram(t, sp, `echo "pid $$"; ulimit -f; env | grep -c EXECUTE_CODE_HANDSHAKE; (ls /proc/$$/fd) > `+fds+`; tr '\n' ' ' < `+fds, Limits{FsizeMB: 3})
 	waitDone(t, p)
 	got := out.String()
 	assert.Contains(t, got, "pid "+strconv.Itoa(p.Pid())+"\n", "the program replaced python in the same process")
