@@ -217,17 +217,10 @@ func streamFastPath(body []byte) (map[string]any, bool) {
 	if !ok {
 		return nil, false
 	}
-	q := bytes.IndexByte(rest, '"')
-	if q <= 0 {
+	id, rest, ok := fastID(rest)
+	if !ok {
 		return nil, false
 	}
-	id := rest[:q]
-	for _, c := range id {
-		if c < 0x20 || c > 0x7e || c == '\\' {
-			return nil, false
-		}
-	}
-	rest = rest[q:]
 	var stream string
 	switch {
 	case bytes.HasPrefix(rest, fastStreamStdout):
@@ -249,6 +242,22 @@ func streamFastPath(body []byte) (map[string]any, bool) {
 	return map[string]any{
 		"v": json.Number("1"), "type": Stream, "id": string(id), "stream": stream, "data": string(data),
 	}, true
+}
+
+// fastID splits a fast path's id, up to its closing quote, from the rest
+// of the body: at least one byte of printable ASCII other than a
+// backslash (the quote ends it), which JSON decodes to itself.
+func fastID(rest []byte) (id, after []byte, ok bool) {
+	q := bytes.IndexByte(rest, '"')
+	if q <= 0 {
+		return nil, nil, false
+	}
+	for _, c := range rest[:q] {
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return nil, nil, false
+		}
+	}
+	return rest[:q], rest[q:], true
 }
 
 var (
@@ -275,17 +284,10 @@ func cellFastPath(body []byte) (map[string]any, bool) {
 	default:
 		return nil, false
 	}
-	q := bytes.IndexByte(rest, '"')
-	if q <= 0 {
+	id, rest, ok := fastID(rest)
+	if !ok {
 		return nil, false
 	}
-	id := rest[:q]
-	for _, c := range id {
-		if c < 0x20 || c > 0x7e || c == '\\' {
-			return nil, false
-		}
-	}
-	rest = rest[q:]
 	if typ == Started {
 		if !bytes.Equal(rest, fastStartedTail) {
 			return nil, false
