@@ -18,19 +18,6 @@ import (
 	"github.com/executecode/executecode/internal/proc"
 )
 
-// roundTripScript makes n sequential read() calls and reports the median
-// and p99 of their wall time in microseconds, measured inside python.
-const roundTripScript = `
-import time
-lat = []
-for _ in range(CALLS):
-    t = time.perf_counter_ns()
-    read("small.txt")
-    lat.append(time.perf_counter_ns() - t)
-lat.sort()
-text("%d %d" % (lat[len(lat) // 2] // 1000, lat[len(lat) * 99 // 100] // 1000))
-`
-
 // roundTrip runs the script on a runtime with its default staging (tmpDir
 // "") or with workspaces under tmpDir, and returns python's median and p99
 // of one call and the host's CPU time (user and system) over the run.
@@ -48,14 +35,14 @@ func roundTrip(b *testing.B, wakeups bool, calls int, tmpDir string) (median, p9
 	require.NoError(b, err)
 	defer rt.Close(context.Background())
 	cpu0 := hostCPU()
-	res, err := rt.Execute(context.Background(), executecode.Call{Script: strings.ReplaceAll(roundTripScript, "CALLS", strconv.Itoa(calls)), TimeoutMS: 120000})
+	res, err := rt.Execute(context.Background(), executecode.Call{Script: strings.ReplaceAll(perfRoundTripScript, "CALLS", strconv.Itoa(calls)), TimeoutMS: 120000})
 	cpu = hostCPU() - cpu0
 	require.NoError(b, err)
 	require.Len(b, res.Blocks, 1, res.Text())
 	f := strings.Fields(res.Blocks[0])
 	median, _ = strconv.ParseFloat(f[0], 64)
 	p99, _ = strconv.ParseFloat(f[1], 64)
-	return median, p99, cpu
+	return median / 1000, p99 / 1000, cpu // the script reports ns
 }
 
 // BenchmarkHelperRoundTrip measures one helper call's round trip with the
