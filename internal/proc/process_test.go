@@ -245,37 +245,7 @@ func TestSpawnerCloseKillsChildrenStillAlive(t *testing.T) {
 // and, through its guard, python's children: the one in python's group and
 // the one that moved to a group of its own.
 func TestHostDeathTakesPythonAndItsChildrenWithIt(t *testing.T) {
-	host := exec.Command(os.Args[0], "-test.run=^$")
-	host.Env = append(os.Environ(), helperHostEnv+"=1", helperPythonEnv+"="+proctest.Python(t))
-	stderr := newSyncBuffer()
-	host.Stderr = stderr
-	stdout, err := host.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, host.Start())
-	t.Cleanup(func() {
-		_ = host.Process.Kill()
-		_ = host.Wait()
-	})
-
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- line
-	}()
-	var line string
-	select {
-	case line = <-lines:
-	case <-time.After(hangGuard):
-		t.Fatalf("helper host said nothing; stderr: %s", stderr.String())
-	}
-	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "pids ")
-	require.True(t, ok, "helper host: %q, stderr: %s", line, stderr.String())
-	var pids []int
-	for _, f := range strings.Fields(rest) {
-		pid, err := strconv.Atoi(f)
-		require.NoError(t, err)
-		pids = append(pids, pid)
-	}
+	host, pids := startHelperHost(t)
 	require.Len(t, pids, 4, "python, two grandchildren, the guard")
 	python, guardPid := pids[0], pids[3]
 	t.Cleanup(func() {
@@ -338,4 +308,42 @@ func BenchmarkStartPython(b *testing.B) {
 			}
 		}
 	})
+}
+
+// startHelperHost starts this test binary as a host (helperHostEnv) with
+// the extra environment given, and returns it with the pids it reports on
+// its first line ("pids …"); the test's cleanup kills and reaps it.
+func startHelperHost(t *testing.T, env ...string) (*exec.Cmd, []int) {
+	t.Helper()
+	host := exec.Command(os.Args[0], "-test.run=^$")
+	host.Env = append(append(os.Environ(), helperHostEnv+"=1", helperPythonEnv+"="+proctest.Python(t)), env...)
+	stderr := newSyncBuffer()
+	host.Stderr = stderr
+	stdout, err := host.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, host.Start())
+	t.Cleanup(func() {
+		_ = host.Process.Kill()
+		_ = host.Wait()
+	})
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		lines <- line
+	}()
+	var line string
+	select {
+	case line = <-lines:
+	case <-time.After(hangGuard):
+		t.Fatalf("helper host said nothing; stderr: %s", stderr.String())
+	}
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "pids ")
+	require.True(t, ok, "helper host: %q, stderr: %s", line, stderr.String())
+	var pids []int
+	for _, f := range strings.Fields(rest) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+	return host, pids
 }

@@ -1,14 +1,11 @@
 package proc
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -190,36 +187,7 @@ func TestCloseEndsWarmInterpretersEvenMidStart(t *testing.T) {
 // A host killed with SIGKILL takes its warm interpreters with it (the
 // parent-death signal; the guard knows their sessions too).
 func TestHostDeathTakesWarmInterpretersWithIt(t *testing.T) {
-	host := exec.Command(os.Args[0], "-test.run=^$")
-	host.Env = append(os.Environ(), helperHostEnv+"=1", helperWarmEnv+"=1", helperPythonEnv+"="+proctest.Python(t))
-	stderr := newSyncBuffer()
-	host.Stderr = stderr
-	stdout, err := host.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, host.Start())
-	t.Cleanup(func() {
-		_ = host.Process.Kill()
-		_ = host.Wait()
-	})
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- line
-	}()
-	var line string
-	select {
-	case line = <-lines:
-	case <-time.After(hangGuard):
-		t.Fatalf("helper host said nothing; stderr: %s", stderr.String())
-	}
-	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "pids ")
-	require.True(t, ok, "helper host: %q, stderr: %s", line, stderr.String())
-	var pids []int
-	for _, f := range strings.Fields(rest) {
-		pid, err := strconv.Atoi(f)
-		require.NoError(t, err)
-		pids = append(pids, pid)
-	}
+	host, pids := startHelperHost(t, helperWarmEnv+"=1")
 	require.Len(t, pids, 3, "two warm interpreters, the guard")
 	t.Cleanup(func() {
 		for _, pid := range pids {
