@@ -4,7 +4,7 @@ BIN     := bin/execute-code
 SHARED  ?= ../shared
 PYTHON  ?= python3
 
-.PHONY: build run test unit acceptance bench bench-summary fuzz lint clean peers
+.PHONY: build run test unit acceptance bench bench-summary fuzz lint clean peers proto
 
 # Static (no cgo): nothing in the project needs cgo, and a static binary
 # skips the dynamic loader at every start.
@@ -138,3 +138,17 @@ soak:
 # LOAD_CALLS override).
 load:
 	LOAD=1 $(GO) test -run '^TestLoadConcurrentSessions$$' -count=1 -v -timeout 30m ./integration/
+
+# The cluster's wire envelope (internal/cluster/wire) is generated code,
+# committed so that neither CI nor a build needs protoc. This regenerates
+# it with Debian's protoc (unpacked into bin/, not installed) and the
+# protoc-gen-go matching the module's protobuf runtime.
+PROTOC_DIR := bin/protoc
+proto:
+	@mkdir -p $(PROTOC_DIR) && cd $(PROTOC_DIR) && \
+	  [ -x root/usr/bin/protoc ] || { apt-get download protobuf-compiler libprotoc32 libprotobuf32 && \
+	  for f in *.deb; do dpkg -x $$f root; done; }
+	GOBIN=$(CURDIR)/$(PROTOC_DIR) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$$($(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
+	cd internal/cluster/wire && LD_LIBRARY_PATH=$(CURDIR)/$(PROTOC_DIR)/root/usr/lib/x86_64-linux-gnu \
+	  PATH=$(CURDIR)/$(PROTOC_DIR):$$PATH $(CURDIR)/$(PROTOC_DIR)/root/usr/bin/protoc -I. \
+	  --go_out=. --go_opt=paths=source_relative envelope.proto
