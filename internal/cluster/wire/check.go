@@ -9,9 +9,9 @@ import (
 
 // Bounds on what a peer may send, far above anything the runtime makes.
 const (
-	maxNameBytes   = 256 // a tool name, a reason, an actor id
-	maxTools       = 256
-	maxCapacity    = 1 << 16
+	maxNameBytes = 256 // a tool name, a reason, an actor id
+	maxTools     = 256
+	maxCapacity  = 1 << 16
 )
 
 // check verifies the fields a payload's kind requires, so that a handler
