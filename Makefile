@@ -143,7 +143,9 @@ load:
 # committed so that neither CI nor a build needs protoc. This regenerates
 # it with Debian's protoc (unpacked into bin/, not installed) and the
 # protoc-gen-go matching the module's protobuf runtime.
-PROTOC_DIR := bin/protoc
+# A dot directory: the go command skips it, and the package unpacks
+# example .go files.
+PROTOC_DIR := bin/.protoc
 proto:
 	@mkdir -p $(PROTOC_DIR) && cd $(PROTOC_DIR) && \
 	  [ -x root/usr/bin/protoc ] || { apt-get download protobuf-compiler libprotoc32 libprotobuf32 && \

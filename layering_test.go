@@ -32,6 +32,7 @@ var layers = map[string]int{
 	"pump": 2,
 
 	"kernelworker": 3, "registry": 3, "introspect": 3,
+	"internal/cluster/kernelhost": 3, "internal/cluster/placement": 3,
 
 	"actors": 4,
 

@@ -40,10 +40,11 @@ type Tree struct {
 	// is a root child restarted on its own.
 	Introspect *introspect.Client
 
-	system   *actor.ActorSystem
-	registry *actor.PID
-	workers  *actor.PID
-	subtree  *actor.PID
+	system    *actor.ActorSystem
+	extension Extension
+	registry  *actor.PID
+	workers   *actor.PID
+	subtree   *actor.PID
 }
 
 // RegisteredProcesses counts the processes in the tree's actor system:
@@ -60,7 +61,26 @@ func (t *Tree) RegisteredProcesses() int {
 // Option configures Start.
 type Option func(*options)
 
-type options struct{ introspect introspect.Config }
+type options struct {
+	introspect introspect.Config
+	extension  Extension
+}
+
+// Extension joins the tree to something beyond it: a cluster's session
+// side or kernel node (docs/cluster.md). Start runs on the tree's actor
+// system before any actor of the tree, Starter may wrap the registry's
+// kernel starter (spawner is the workers' supervisor, which remote
+// kernels' proxies live under too), and Stop runs after the tree is down.
+type Extension interface {
+	Start(sys *actor.ActorSystem) error
+	Starter(spawner actor.SpawnerContext, local registry.Starter) registry.Starter
+	Stop(ctx context.Context)
+}
+
+// WithExtension joins the tree to e.
+func WithExtension(e Extension) Option {
+	return func(o *options) { o.extension = e }
+}
 
 // WithIntrospection configures the introspect actor; its Registry is
 // always the tree's own.
@@ -86,16 +106,23 @@ func Start(cfg registry.Config, base kernelworker.Options, acfg approval.Config,
 		actor.WithDeadLetterThrottleInterval(time.Millisecond),
 	)
 	compactRegistry(sys.ProcessRegistry)
-	t := &Tree{system: sys}
+	t := &Tree{system: sys, extension: o.extension}
+	if t.extension != nil {
+		if err := t.extension.Start(sys); err != nil {
+			sys.Shutdown()
+			return nil, fmt.Errorf("start supervision tree: %w", err)
+		}
+	}
 	ready := make(chan struct{})
 	subtreeProps := actor.PropsFromProducer(func() actor.Actor {
-		return &subtree{tree: t, cfg: cfg, base: base, ready: ready}
+		return &subtree{tree: t, cfg: cfg, base: base, ready: ready, extension: t.extension}
 	}, actor.WithSupervisor(actor.NewAllForOneStrategy(maxRestarts, restartWindow, restartDecider)))
 	t.Approvals = approval.NewBroker(sys.Root, sys.Root.Spawn(approval.Props(acfg)))
 	t.subtree = sys.Root.Spawn(subtreeProps)
 	select {
 	case <-ready:
 	case <-time.After(10 * time.Second):
+		t.stopExtension(context.Background())
 		sys.Shutdown()
 		return nil, fmt.Errorf("start supervision tree: %w", ErrTreeStopped)
 	}
@@ -153,17 +180,25 @@ func (t *Tree) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("stop supervision tree: %w", ctx.Err())
 	}
+	t.stopExtension(ctx)
 	t.system.Shutdown()
 	return err
+}
+
+func (t *Tree) stopExtension(ctx context.Context) {
+	if t.extension != nil {
+		t.extension.Stop(ctx)
+	}
 }
 
 // subtree is the all-for-one parent of the registry and the workers
 // supervisor.
 type subtree struct {
-	tree  *Tree
-	cfg   registry.Config
-	base  kernelworker.Options
-	ready chan struct{}
+	tree      *Tree
+	extension Extension
+	cfg       registry.Config
+	base      kernelworker.Options
+	ready     chan struct{}
 }
 
 func (s *subtree) Receive(ctx actor.Context) {
@@ -204,6 +239,9 @@ func (s *subtree) Receive(ctx actor.Context) {
 			exits.book(h.PID, report)
 		}
 		return h, err
+	}
+	if s.extension != nil {
+		cfg.Starter = s.extension.Starter(childSpawner{sys: sys, supervisor: workers}, cfg.Starter)
 	}
 	s.tree.workers = workers
 	s.tree.registry = ctx.Spawn(registryProps(cfg))

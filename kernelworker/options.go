@@ -108,6 +108,10 @@ type Handle struct {
 	Workspace string
 	// Status is the worker's status without a message (StatusView).
 	Status *StatusView
+	// Remote says PID stands for a kernel on another node
+	// (docs/cluster.md): it has no bells and no workspace here, and its
+	// cells carry their helper calls with them instead of a local bridge.
+	Remote bool
 }
 
 func (o Options) withDefaults() Options {

@@ -140,7 +140,7 @@ func (r *registry) onChecked(ctx actor.Context, p *pending, e *entry, st workerS
 func (r *registry) live() int { return len(r.entries) + r.starts }
 
 func allocation(e *entry, l *lease, reused bool) Allocation {
-	return Allocation{Worker: e.worker, Bells: e.bells, Workspace: e.workspace, Generation: e.generation, Reused: reused, Lease: l.public()}
+	return Allocation{Worker: e.worker, Bells: e.bells, Workspace: e.workspace, Remote: e.remote, Generation: e.generation, Reused: reused, Lease: l.public()}
 }
 
 // bounds checks a request and resolves its bounds against the defaults.
@@ -323,7 +323,7 @@ func (r *registry) onStarted(ctx actor.Context, f *flight) {
 	now := r.cfg.Now()
 	e := &entry{
 		ekey: p.ekey, key: p.key, forkOwner: p.forkOwner, pid: h.PID,
-		worker: kernelworker.NewClient(ctx.ActorSystem().Root, h.PID), view: h.Status, bells: h.Bells, workspace: h.Workspace,
+		worker: kernelworker.NewClient(ctx.ActorSystem().Root, h.PID), view: h.Status, bells: h.Bells, workspace: h.Workspace, remote: h.Remote,
 		generation: p.gen, owners: map[string]*owner{}, leases: map[uint64]*lease{},
 		lastUse: now, startedAt: now, idleTimeout: p.idle, capacity: p.maxLive,
 	}
@@ -355,7 +355,7 @@ func (r *registry) handOut(ctx actor.Context, p *pending, e *entry, reused bool)
 			r.nextLease++
 			l := Lease{id: r.nextLease, generation: e.generation, worker: e.pid, ctx: endedContext(ErrOwnerGone)}
 			r.answer(ctx, w.to, &acquireReply{Allocation: Allocation{Worker: e.worker, Bells: e.bells,
-				Workspace: e.workspace, Generation: e.generation, Reused: reused, Lease: l}})
+				Workspace: e.workspace, Remote: e.remote, Generation: e.generation, Reused: reused, Lease: l}})
 			continue
 		}
 		w.owner.waiting--

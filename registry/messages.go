@@ -47,7 +47,9 @@ type Allocation struct {
 	Worker kernelworker.Client
 	Bells  *bell.Pair
 	// Workspace is the kernel's private workspace (kernelworker.Handle).
-	Workspace  string
+	Workspace string
+	// Remote is kernelworker.Handle's: the kernel runs on another node.
+	Remote     bool
 	Generation uint64
 	Reused     bool
 	Lease      Lease

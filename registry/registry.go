@@ -64,6 +64,7 @@ type entry struct {
 	view       *kernelworker.StatusView
 	bells      *bell.Pair
 	workspace  string
+	remote     bool
 	generation uint64
 	owners     map[string]*owner
 	leases     map[uint64]*lease
