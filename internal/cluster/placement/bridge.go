@@ -2,11 +2,22 @@ package placement
 
 import (
 	"context"
+	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
 	"github.com/executecode/executecode/internal/cluster/wire"
+)
+
+// The bridge trusts no node: it keeps the bounds a local pump keeps on
+// notify() (docs/protocol.md, Notifications) and bounds the helper calls
+// it runs at once, whatever the node sends.
+const (
+	maxNotifyForwarded = 64
+	maxNotifyBytes     = 4096
+	maxCallsInFlight   = 64
 )
 
 // bridge is a remote cell's session-side end: each ToolCall from the
@@ -21,6 +32,8 @@ type bridge struct {
 	log         *zerolog.Logger
 	ctx         context.Context
 	cancel      context.CancelFunc
+	notified    int
+	inFlight    atomic.Int32
 }
 
 func (b *bridge) Receive(ctx actor.Context) {
@@ -47,15 +60,24 @@ func (b *bridge) onEnvelope(ctx actor.Context, env *wire.Envelope) {
 	}
 	switch m := v.(type) {
 	case *wire.Notify:
-		if b.notify != nil {
-			b.notify(m.Message)
+		if b.notify != nil && b.notified < maxNotifyForwarded {
+			b.notified++
+			b.notify(capUTF8(m.Message, maxNotifyBytes))
 		}
 	case *wire.ToolCall:
 		if ctx.Sender() == nil {
 			return // a call must say who to answer
 		}
 		root, kernel, inc, seq, gctx, gate := ctx.ActorSystem().Root, b.kernel, b.incarnation, env.GetSeq(), b.ctx, b.gate
+		if b.inFlight.Add(1) > maxCallsInFlight {
+			b.inFlight.Add(-1)
+			if out, err := wire.Encode(&wire.ToolAnswer{Text: "execute_code: too many helper calls at once"}, inc, seq); err == nil {
+				ctx.Send(kernel, out)
+			}
+			return
+		}
 		go func() {
+			defer b.inFlight.Add(-1)
 			ans := &wire.ToolAnswer{Text: "execute_code: no helper calls in this cell"}
 			if gate != nil {
 				ans = gate.Run(gctx, m)
@@ -65,4 +87,16 @@ func (b *bridge) onEnvelope(ctx actor.Context, env *wire.Envelope) {
 			}
 		}()
 	}
+}
+
+// capUTF8 cuts s to at most n bytes without splitting a character.
+func capUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }

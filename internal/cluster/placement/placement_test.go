@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
@@ -314,5 +316,52 @@ func (p *probe) refusal(t *testing.T) string {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no refusal")
 		return ""
+	}
+}
+
+// countGate counts the calls it runs.
+type countGate struct{ n atomic.Int32 }
+
+func (g *countGate) Run(context.Context, *wire.ToolCall) *wire.ToolAnswer {
+	g.n.Add(1)
+	return &wire.ToolAnswer{OK: true, Text: "ran"}
+}
+
+// A node is not trusted by the bridge of its cell: notify() floods are
+// bounded as a local pump bounds them, and only the cell's own kernel
+// gets its calls run.
+func TestTheBridgeKeepsItsBoundsWhateverTheNodeSends(t *testing.T) {
+	h := newHarness(t, 1, 0)
+	kernel := newProbe(h.sys)
+	defer h.sys.Root.Stop(kernel.pid)
+	stranger := newProbe(h.sys)
+	defer h.sys.Root.Stop(stranger.pid)
+	var mu sync.Mutex
+	var notes []string
+	gate := &countGate{}
+	b := &bridge{gate: gate, kernel: kernel.pid, incarnation: "k1", log: h.cluster.cfg.Logger,
+		notify: func(m string) { mu.Lock(); notes = append(notes, m); mu.Unlock() }}
+	pid := h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return b }))
+	defer func() { _ = h.sys.Root.StopFuture(pid).Wait() }()
+
+	big := strings.Repeat("é", 5000)
+	for range 100 {
+		env, err := wire.Encode(&wire.Notify{Message: big}, "k1", 1)
+		require.NoError(t, err)
+		kernel.send(t, pid, env)
+	}
+	call, err := wire.Encode(&wire.ToolCall{ID: 1, Tool: "read"}, "k1", 1)
+	require.NoError(t, err)
+	stranger.send(t, pid, call)
+	kernel.send(t, pid, call)
+	require.Eventually(t, func() bool { return gate.n.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, int32(1), gate.n.Load(), "the stranger's call never ran")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, notes, maxNotifyForwarded)
+	for _, n := range notes {
+		assert.LessOrEqual(t, len(n), maxNotifyBytes)
+		assert.True(t, utf8.ValidString(n))
 	}
 }
