@@ -27,6 +27,7 @@ const usage = `usage:
                    [--approve ask|allow|deny]   (execute_code as an MCP server on stdio)
   execute-code snapshot [--config FILE]       (a fresh runtime's aggregate; with serve running use op "snapshot")
   execute-code config [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
+  execute-code node certs DIR [--names LIST]  (development certificates for kernel nodes)
   execute-code COMMAND -h                     (that command's flags)
 `
 
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdConfig(args[1:], stdout, stderr)
 	case "snapshot":
 		return cmdSnapshot(args[1:], stdout, stderr)
+	case "node":
+		return cmdNode(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
