@@ -17,7 +17,7 @@ func FuzzCheckBatch(f *testing.F) {
 		{TypeNames: []string{"executecode.cluster.Envelope"}, Targets: []*actor.PID{actor.NewPID("127.0.0.1:1", "v")},
 			Envelopes: []*remote.MessageEnvelope{{TypeId: 0, Target: 0}}},
 		{TypeNames: []string{"actor.Watch"}, Targets: []*actor.PID{actor.NewPID("127.0.0.1:1", "v")},
-			Senders: []*actor.PID{actor.NewPID("127.0.0.1:2", "s")},
+			Senders:   []*actor.PID{actor.NewPID("127.0.0.1:2", "s")},
 			Envelopes: []*remote.MessageEnvelope{{TypeId: 0, Target: 0, Sender: 1, MessageData: watch}}},
 		{TypeNames: []string{"actor.Stop"}, Envelopes: []*remote.MessageEnvelope{{TypeId: 5, Target: -1}}},
 	} {
