@@ -37,6 +37,9 @@ type kernelActor struct {
 	lost bool
 }
 
+// msgCellEnded answers a helper call whose cell is over.
+const msgCellEnded = "execute_code: the cell has ended"
+
 // activeCell is the cell running now.
 type activeCell struct {
 	seq    uint64
@@ -59,7 +62,6 @@ type (
 		call  *wire.ToolCall
 		reply chan *wire.ToolAnswer
 	}
-	gateDone struct{ seq uint64 }
 )
 
 func (k *kernelActor) Receive(ctx actor.Context) {
@@ -72,8 +74,6 @@ func (k *kernelActor) Receive(ctx actor.Context) {
 		k.onEnvelope(ctx, m)
 	case gateCall:
 		k.forward(ctx, m)
-	case gateDone:
-		delete(k.calls, m.seq)
 	case cellDone:
 		k.onCellDone(ctx, m)
 	case *actor.Terminated:
@@ -210,7 +210,7 @@ func (k *kernelActor) run(ctx actor.Context, seq uint64, cell *wire.RunCell) {
 // forward sends a helper call of the active cell to its bridge.
 func (k *kernelActor) forward(ctx actor.Context, m gateCall) {
 	if k.cell == nil {
-		m.reply <- &wire.ToolAnswer{Text: "execute_code: the cell has ended"}
+		m.reply <- &wire.ToolAnswer{Text: msgCellEnded}
 		return
 	}
 	k.nextCall++
@@ -245,7 +245,7 @@ func (k *kernelActor) onCellDone(ctx actor.Context, m cellDone) {
 // failCalls answers every helper call still in flight: its cell is over.
 func (k *kernelActor) failCalls() {
 	for seq, ch := range k.calls {
-		ch <- &wire.ToolAnswer{Text: "execute_code: the cell has ended"}
+		ch <- &wire.ToolAnswer{Text: msgCellEnded}
 		delete(k.calls, seq)
 	}
 }

@@ -284,9 +284,9 @@ func (p *proxy) failAll(reason, killedBy string) {
 		all = append([]*queued{p.active}, all...)
 		p.active = nil
 	}
-	for i, q := range all {
+	for _, q := range all {
 		res := &wire.CellResult{Reason: reason, KilledBy: killedBy}
-		if i > 0 || q.seq == 0 {
+		if q.seq == 0 {
 			// Queued: nothing of it ran.
 			if reason == kernelworker.ReasonInterrupted {
 				res.Reason, res.KilledBy = kernelworker.ReasonShuttingDown, ""

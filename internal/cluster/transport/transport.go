@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/executecode/executecode/internal/cluster/certs"
+	"github.com/executecode/executecode/internal/cluster/wire"
 )
 
 // Defaults.
@@ -96,12 +97,21 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Transport, error) {
 	ka := keepalive.ClientParameters{Time: cfg.Keepalive, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true}
 	enforce := keepalive.EnforcementPolicy{MinTime: cfg.Keepalive / 2, PermitWithoutStream: true}
 	rcfg := remote.Configure(host, port,
+		// The endpoint writer sends up to this many queued messages as one
+		// gRPC message: at most three of the largest envelopes fit in the
+		// limit, where the library's 1000 could exceed it and reset a
+		// healthy connection (every watcher on it told the node is gone).
+		remote.WithEndpointWriterBatchSize(maxBatch),
 		remote.WithServerOptions(
 			grpc.Creds(credentials.NewTLS(cfg.TLS.Server)),
 			grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive, Timeout: cfg.KeepaliveTimeout}),
 			grpc.KeepaliveEnforcementPolicy(enforce),
 			grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
 			grpc.StreamInterceptor(filterStreams),
+			// The library's unary methods panic unconditionally, and gRPC
+			// does not recover a handler's panic: one call would end the
+			// node. No node calls them.
+			grpc.UnaryInterceptor(refuseUnary),
 		),
 		// These replace the library's defaults, insecure dialing among
 		// them: no connection leaves a node without TLS.
@@ -169,8 +179,12 @@ func filterStreams(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, hand
 
 type filteredStream struct{ grpc.ServerStream }
 
-// ErrRefusedMessage closes a stream whose peer sent what no node sends.
-var ErrRefusedMessage = status.Error(codes.PermissionDenied, "message refused")
+// maxBatch is the most envelopes of MaxPayloadBytes one message holds.
+const maxBatch = MaxMessageBytes / (wire.MaxPayloadBytes + 1<<20)
+
+func refuseUnary(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
+	return nil, status.Error(codes.Unimplemented, "no unary calls on a node")
+}
 
 func (s filteredStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {

@@ -227,6 +227,20 @@ func TestANodesPortServesOnlyPeersWithCertificatesOfItsCA(t *testing.T) {
 			assert.Contains(t, err.Error(), "message refused")
 		}
 	})
+	t.Run("a valid peer's unary calls, which the library answers with a panic, are refused", func(t *testing.T) {
+		conn, err := grpc.Dial(node.addr, grpc.WithTransportCredentials(credentials.NewTLS(tc.Client)))
+		require.NoError(t, err)
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c := remote.NewRemotingClient(conn)
+		_, err = c.ListProcesses(ctx, &remote.ListProcessesRequest{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "no unary calls")
+		_, err = c.GetProcessDiagnostics(ctx, &remote.GetProcessDiagnosticsRequest{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "no unary calls")
+	})
 	t.Run("a valid peer still gets through", func(t *testing.T) {
 		assert.Equal(t, "3", ping(t, sys, node.addr), "no attack reached the victim")
 	})

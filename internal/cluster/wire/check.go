@@ -23,8 +23,8 @@ func check(v any) error {
 		if err := m.Node.check("node"); err != nil {
 			return err
 		}
-		if !validIncarnation(m.Incarnation) {
-			return malformed("incarnation is not 1 to 64 letters, digits, '-' or '_'")
+		if !ValidIncarnation(m.Incarnation) {
+			return malformed(badIncarnation)
 		}
 		if m.Capacity < 1 || m.Capacity > maxCapacity {
 			return malformed(fmt.Sprintf("capacity %d is not between 1 and %d", m.Capacity, maxCapacity))
@@ -33,8 +33,8 @@ func check(v any) error {
 		if err := m.Directory.check("directory"); err != nil {
 			return err
 		}
-		if !validIncarnation(m.Incarnation) {
-			return malformed("incarnation is not 1 to 64 letters, digits, '-' or '_'")
+		if !ValidIncarnation(m.Incarnation) {
+			return malformed(badIncarnation)
 		}
 	case *StartKernel:
 		if m.Key == "" || len(m.Key) > maxNameBytes || !utf8.ValidString(m.Key) {

@@ -305,8 +305,8 @@ func Decode(env *Envelope) (any, error) {
 	if len(env.GetPayload()) > MaxPayloadBytes {
 		return nil, fmt.Errorf("%s: %w: %d bytes (at most %d)", kind, ErrPayloadTooLarge, len(env.GetPayload()), MaxPayloadBytes)
 	}
-	if !validIncarnation(env.GetIncarnation()) {
-		return nil, fmt.Errorf("%s: %w: incarnation is not 1 to 64 letters, digits, '-' or '_'", kind, ErrMalformed)
+	if !ValidIncarnation(env.GetIncarnation()) {
+		return nil, fmt.Errorf("%s: %w: %s", kind, ErrMalformed, badIncarnation)
 	}
 	v := mk()
 	dec := json.NewDecoder(bytes.NewReader(env.GetPayload()))
@@ -353,11 +353,11 @@ func cutUnknownField(msg string) (string, bool) {
 
 var incarnationRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// validIncarnation: every message is for exactly one incarnation.
-func validIncarnation(s string) bool { return incarnationRe.MatchString(s) }
+// ValidIncarnation says whether s may name an incarnation: every message
+// is for exactly one.
+func ValidIncarnation(s string) bool { return incarnationRe.MatchString(s) }
 
-// ValidIncarnation says whether s may name an incarnation.
-func ValidIncarnation(s string) bool { return validIncarnation(s) }
+const badIncarnation = "incarnation is not 1 to 64 letters, digits, '-' or '_'"
 
 // printable bounds and cleans a peer's string for an error message.
 func printable(s string) string {
