@@ -40,8 +40,21 @@ type Config struct {
 	Dir   string
 	Token string
 	// Tools are the helpers a script may reach, by request name. A name
-	// missing here (or mapped to nil) is "not available".
+	// missing here (or mapped to nil) is "not available". With Gate set
+	// it must be nil: Available names the helpers then.
 	Tools map[string]tools.Tool
+
+	// Gate is what every claimed call is dispatched to. Nil is the local
+	// gate NewGate builds from this Config (Tools, Approvals,
+	// ApprovalContext, Logger). A kernel node's pump sets one that
+	// forwards each call to the session side (docs/cluster.md, Cell).
+	// With Gate set, the claim's policy verdict on approval travels in
+	// Call.Gated whether or not Approvals is set: the gate decides.
+	Gate Gate
+	// Available are the helpers Gate serves, by request name; only read
+	// with Gate set. A call of any other name is refused at its claim as
+	// "not available", exactly as a name missing from Tools is.
+	Available []string
 
 	// MaxCalls and MaxResultBytes are the run's budgets; zero refuses
 	// every call (respectively every non-empty result).
@@ -94,6 +107,11 @@ type Config struct {
 	// 25ms without. StartServer refuses a negative one.
 	PollInterval time.Duration
 	Logger       *zerolog.Logger
+
+	// gate is Gate, or the local gate; available is Available as a set.
+	// settled fills both in once, so a server's sweeps share them.
+	gate      Gate
+	available map[string]struct{}
 }
 
 const (
@@ -121,8 +139,34 @@ func (cfg Config) settled() Config {
 		nop := zerolog.Nop()
 		cfg.Logger = &nop
 	}
+	if cfg.gate == nil {
+		if cfg.Gate != nil {
+			cfg.gate = cfg.Gate
+			cfg.available = make(map[string]struct{}, len(cfg.Available))
+			for _, name := range cfg.Available {
+				cfg.available[name] = struct{}{}
+			}
+		} else {
+			cfg.gate = &localGate{tools: cfg.Tools, approvals: cfg.Approvals, ac: cfg.ApprovalContext, log: cfg.Logger}
+		}
+	}
 	return cfg
 }
+
+// serves says whether a call of tool may be dispatched: a name the gate
+// serves. A caller holds a settled Config.
+func (cfg *Config) serves(tool string) bool {
+	if cfg.Gate != nil {
+		_, ok := cfg.available[tool]
+		return ok
+	}
+	t, ok := cfg.Tools[tool]
+	return ok && t != nil
+}
+
+// gates says whether the calls Policy requires approval for are gated:
+// with a broker, or with a Gate of the caller's, which decides.
+func (cfg *Config) gates() bool { return cfg.Approvals != nil || cfg.Gate != nil }
 
 // errInvalidConfig is what StartServer refuses a config with; the
 // *configError that wraps it names the key.
@@ -150,7 +194,9 @@ func (cfg Config) validate() error {
 	}{
 		{"Dir", "must be a non-empty path", cfg.Dir == ""},
 		{"Token", "must be a non-empty string", cfg.Token == ""},
-		{"Tools", "must be a map (empty is allowed, nil is not)", cfg.Tools == nil},
+		{"Tools", "must be a map (empty is allowed, nil is not)", cfg.Tools == nil && cfg.Gate == nil},
+		{"Tools", "must be nil with a Gate (Available names its helpers)", cfg.Tools != nil && cfg.Gate != nil},
+		{"Available", "is only read with a Gate", len(cfg.Available) > 0 && cfg.Gate == nil},
 		{"MaxCalls", "must be positive", cfg.MaxCalls <= 0},
 		{"MaxResultBytes", "must be positive", cfg.MaxResultBytes <= 0},
 		{"MaxRequestsPerSweep", "must be positive (or 0 for the default)", cfg.MaxRequestsPerSweep < 0},

@@ -80,7 +80,7 @@ func (s *sweeper) claimedTool(ledger claimLedger, id int64) (string, bool) {
 // useDispatched records a recovered call's tool, only if it is one this
 // bridge serves: recovery must never list a tool no dispatch could run.
 func (s *sweeper) useDispatched(tool string) {
-	if t, ok := s.cfg.Tools[tool]; ok && t != nil {
+	if s.cfg.serves(tool) {
 		s.stats.useTool(tool)
 	}
 }

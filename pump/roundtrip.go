@@ -23,11 +23,13 @@ const (
 	RoundTripDenied RoundTripOutcome = "denied"
 )
 
-func reportRoundTrip(cfg *Config, c claim, ok, blocked bool) {
+// reportRoundTrip tells OnRoundTrip of one answered call of tool, claimed
+// at since.
+func reportRoundTrip(cfg *Config, tool string, since time.Time, ok, blocked bool) {
 	if cfg.OnRoundTrip == nil {
 		return
 	}
-	rt := RoundTrip{Tool: c.tool, Duration: time.Since(c.claimed), Outcome: RoundTripError}
+	rt := RoundTrip{Tool: tool, Duration: time.Since(since), Outcome: RoundTripError}
 	switch {
 	case ok:
 		rt.Outcome = RoundTripOK

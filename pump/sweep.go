@@ -184,7 +184,7 @@ func (s *sweeper) claimAuthenticated(e entry, req validRequest, parseErr error) 
 		stats.Errors++
 		return claim{}, false
 	}
-	if t, found := s.cfg.Tools[req.Tool]; !found || t == nil {
+	if !s.cfg.serves(req.Tool) {
 		feedLedger(&s.cfg, id, claimUnknownTool, req.Tool)
 		refuse(msgUnavailable(req.Tool))
 		stats.Errors++
@@ -202,7 +202,7 @@ func (s *sweeper) claimAuthenticated(e entry, req validRequest, parseErr error) 
 			stats.Denied++
 			return claim{}, false
 		}
-		gated = s.cfg.Approvals != nil && s.cfg.Policy.RequiresApproval(req.Tool)
+		gated = s.cfg.gates() && s.cfg.Policy.RequiresApproval(req.Tool)
 	}
 
 	// Ledger first: it must be a superset of the published markers.
