@@ -10,21 +10,30 @@ import (
 // accounts and answers each as soon as it is awaited, so the result-byte
 // budget is spent serially. The next wave starts only after the whole
 // current wave finished.
+//
+// A Sender gate is handed each wave's calls from here, in claim order;
+// any other gate runs each call on a goroutine of its own.
 func (s *sweeper) dispatch(ctx context.Context, claims []claim) error {
 	step := s.cfg.MaxParallel
+	sender, sends := s.cfg.gate.(Sender)
 	for start := 0; start < len(claims); start += step {
 		if ctx.Err() != nil {
 			s.abandon(claims[start:])
 			return ctx.Err()
 		}
 		wave := claims[start:min(start+step, len(claims))]
-		results := make([]chan Answer, len(wave))
+		results := make([]<-chan Answer, len(wave))
 		for i, c := range wave {
+			if sends {
+				results[i] = sendCall(ctx, sender, s.cfg.Logger, c)
+				continue
+			}
 			// Buffered: a call finishing after its sweep was abandoned
 			// never blocks.
-			results[i] = make(chan Answer, 1)
+			ch := make(chan Answer, 1)
+			results[i] = ch
 			s.bridge.tasks.add()
-			go runCall(ctx, s.cfg.gate, s.cfg.Logger, s.bridge.tasks, c, results[i])
+			go runCall(ctx, s.cfg.gate, s.cfg.Logger, s.bridge.tasks, c, ch)
 		}
 		for i, c := range wave {
 			var o Answer

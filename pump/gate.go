@@ -52,6 +52,18 @@ type Gate interface {
 	Run(ctx context.Context, c Call) Answer
 }
 
+// Sender is a Gate that can hand a call on without waiting for its
+// answer. The pump sends each wave's calls to it from the sweep, one
+// after the other in claim order, before it awaits the first answer: a
+// gate on another machine then receives them in claim order, and can
+// settle them in that order as a local pump does (docs/cluster.md, Cell).
+type Sender interface {
+	Gate
+	// Send hands c on and returns where its one answer arrives. It must
+	// not wait for the call's outcome; ctx ends with the sweep.
+	Send(ctx context.Context, c Call) <-chan Answer
+}
+
 // localGate is today's dispatch: approval through the broker, the tool,
 // a contained panic, the outcome normalised.
 type localGate struct {
@@ -127,8 +139,28 @@ func runCall(ctx context.Context, gate Gate, log *zerolog.Logger, tasks *taskGro
 		}
 		out <- a
 	}()
-	a = gate.Run(ctx, Call{ID: c.id, Tool: c.tool, Params: c.params, ApprovalID: c.approvalID, Gated: c.gated})
+	a = gate.Run(ctx, c.call())
 	finished = true
+}
+
+// sendCall hands c to a Sender from the sweep: a panic inside Send is
+// contained and becomes the call's answer, as a panic inside Run is.
+func sendCall(ctx context.Context, gate Sender, log *zerolog.Logger, c claim) (ch <-chan Answer) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error().Str("tool", c.tool).Int64("id", c.id).Str("panic", typeName(r)).
+				Msg("execute_code rpc tool panicked")
+			failed := make(chan Answer, 1)
+			failed <- Answer{Text: panicMessage(r)}
+			ch = failed
+		}
+	}()
+	return gate.Send(ctx, c.call())
+}
+
+// call is the claim as its gate sees it.
+func (c claim) call() Call {
+	return Call{ID: c.id, Tool: c.tool, Params: c.params, ApprovalID: c.approvalID, Gated: c.gated}
 }
 
 // awaitApproval asks the broker for the call's approval under its
