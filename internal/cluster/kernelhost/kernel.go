@@ -263,18 +263,24 @@ func (k *kernelActor) stopping() {
 }
 
 // actorGate runs a helper call through the kernel actor, which owns the
-// correlation with the session side's answers.
+// correlation with the session side's answers. It is a Sender: calls sent
+// one after the other reach the actor, and leave for the bridge, in that
+// order.
 type actorGate struct {
 	root *actor.RootContext
 	self *actor.PID
 }
 
-func (g actorGate) Run(ctx context.Context, call *wire.ToolCall) *wire.ToolAnswer {
+func (g actorGate) Send(_ context.Context, call *wire.ToolCall) <-chan *wire.ToolAnswer {
 	// Buffered: the actor never blocks on a caller that gave up.
 	reply := make(chan *wire.ToolAnswer, 1)
 	g.root.Send(g.self, gateCall{call: call, reply: reply})
+	return reply
+}
+
+func (g actorGate) Run(ctx context.Context, call *wire.ToolCall) *wire.ToolAnswer {
 	select {
-	case a := <-reply:
+	case a := <-g.Send(ctx, call):
 		return a
 	case <-ctx.Done():
 		return &wire.ToolAnswer{Text: "execute_code: the call was cancelled"}

@@ -51,8 +51,9 @@ type Kernel interface {
 	Stop(ctx context.Context)
 }
 
-// Gate runs one claimed helper call on the session side; it is what the
-// node's pump dispatches to.
+// Gate runs one claimed helper call on the session side. The node's pump
+// dispatches to it through PumpGate; the one a kernel is handed is a
+// Sender, so a wave's calls leave in claim order.
 type Gate interface {
 	Run(ctx context.Context, call *wire.ToolCall) *wire.ToolAnswer
 }

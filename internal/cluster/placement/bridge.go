@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/executecode/executecode/internal/cluster/kernelhost"
 	"github.com/executecode/executecode/internal/cluster/wire"
 )
 
@@ -21,8 +22,9 @@ const (
 )
 
 // bridge is a remote cell's session-side end: each ToolCall from the
-// cell's kernel runs through the cell's gate here, and each notify() goes
-// to the caller. It lives as long as its cell; its stop cancels every call
+// cell's kernel runs through the cell's gate here (a pump.GuardedGate,
+// through kernelhost.SessionGate, admitted in the order the calls
+// arrive), and each notify() goes to the caller. It lives as long as its cell; its stop cancels every call
 // still running.
 type bridge struct {
 	gate        Gate
@@ -76,12 +78,20 @@ func (b *bridge) onEnvelope(ctx actor.Context, env *wire.Envelope) {
 			}
 			return
 		}
+		run := func(context.Context) *wire.ToolAnswer {
+			return &wire.ToolAnswer{Text: "execute_code: no helper calls in this cell"}
+		}
+		switch g := gate.(type) {
+		case kernelhost.Admitter:
+			// Here, in the mailbox's order, which is the order the node
+			// sent its calls: the guard settles answers in that order.
+			run = g.Admit(m)
+		case Gate:
+			run = func(ctx context.Context) *wire.ToolAnswer { return g.Run(ctx, m) }
+		}
 		go func() {
 			defer b.inFlight.Add(-1)
-			ans := &wire.ToolAnswer{Text: "execute_code: no helper calls in this cell"}
-			if gate != nil {
-				ans = gate.Run(gctx, m)
-			}
+			ans := run(gctx)
 			if out, err := wire.Encode(ans, inc, seq); err == nil {
 				root.Send(kernel, out)
 			}

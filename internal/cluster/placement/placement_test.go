@@ -108,6 +108,15 @@ type harness struct {
 
 func newHarness(t *testing.T, capacity, local int) *harness {
 	t.Helper()
+	host := &testHost{}
+	h := newHarnessWith(t, capacity, local, host)
+	h.host = host
+	return h
+}
+
+// newHarnessWith is newHarness with a node whose kernels host runs.
+func newHarnessWith(t *testing.T, capacity, local int, host kernelhost.Host) *harness {
+	t.Helper()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
 		actor.WithDeadLetterThrottleInterval(time.Millisecond))
 	// The one remote of this process gives its actors host:port
@@ -116,8 +125,8 @@ func newHarness(t *testing.T, capacity, local int) *harness {
 	rem.Start()
 	c, err := Start(sys, Config{LocalCapacity: local, StartTimeout: 5 * time.Second, StopTimeout: time.Second})
 	require.NoError(t, err)
-	h := &harness{sys: sys, cluster: c, host: &testHost{}}
-	h.node, _, err = kernelhost.Start(sys, kernelhost.Config{Host: h.host, Directory: c.directory, Capacity: capacity, HelloInterval: 20 * time.Millisecond})
+	h := &harness{sys: sys, cluster: c}
+	h.node, _, err = kernelhost.Start(sys, kernelhost.Config{Host: host, Directory: c.directory, Capacity: capacity, HelloInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	h.starter = c.Starter(sys.Root, func(context.Context, registry.Key, uint64, registry.WorkerOptions) (kernelworker.Handle, error) {
 		return kernelworker.Handle{}, fmt.Errorf("no local kernels in this test")

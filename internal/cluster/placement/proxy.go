@@ -15,7 +15,9 @@ import (
 // KilledByNodeLost is a cell's killed_by when its kernel's node was lost.
 const KilledByNodeLost = "node_lost"
 
-// Gate runs one helper call of a remote cell here, on the session side.
+// Gate runs one helper call of a remote cell here, on the session side:
+// the runtime's is kernelhost.SessionGate around the cell's
+// pump.GuardedGate, which decides every call again (docs/cluster.md).
 type Gate interface {
 	Run(ctx context.Context, call *wire.ToolCall) *wire.ToolAnswer
 }
