@@ -3,10 +3,10 @@
 // req-<id>-<mac>.json files in a private rpc directory; the pump
 // authenticates each against the run's token (mac.go: an HMAC of kind,
 // number and body in the name), claims them serially (replay memory, call
-// budget, tool allowlist, policy, claim markers), dispatches the claims to
-// tools in waves of Config.MaxParallel, spends the result-byte budget
-// serially and answers every call with an authenticated res-<id>.json
-// file. It also forwards notify-<n>-<mac>.json frames, reads the
+// budget, tool allowlist, policy, claim markers), dispatches the claims
+// through its Gate in waves of Config.MaxParallel, spends the result-byte
+// budget serially and answers every call with an authenticated
+// res-<id>.json file. It also forwards notify-<n>-<mac>.json frames, reads the
 // text-<n>-<mac>.json result blocks and the shim's exception-<mac>.json
 // record once a script has ended, refusing (and counting) every frame
 // whose MAC fails, and recovers the debts of a sweep that died mid-flight
@@ -53,8 +53,16 @@
 // denied/timed out/failed for '<tool>'" and counted as denials; the tool
 // never runs. Policy denial comes first and never prompts.
 //
+// The gate (docs/architecture.md, The gate): Config.Gate nil is the
+// local one (NewGate: approval, the tool, the outcome normalised); a
+// kernel node's pump has one that forwards each call to the session side,
+// where a GuardedGate decides it again on its own figures (replay memory,
+// budgets, policy, gating and approval ids, a params bound, a ledger)
+// before the local gate runs it, settling answers in the order it admits
+// the calls; a Sender gate gets each wave from the sweep in claim order.
+//
 // The pump may call tools (through the tools.Tool interface, with a context
-// derived from the run's), the approval broker, internal/bell and
+// derived from the run's), its Gate, the approval broker, internal/bell and
 // zerolog; it publishes responses as privatetmp.WriteFile does, with its
 // own system calls (response.go).
 // It must never recurse into or delete a directory in the rpc directory
