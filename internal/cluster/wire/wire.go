@@ -199,8 +199,10 @@ type Notify struct {
 	Message string `json:"message"`
 }
 
-// ToolCall is one claimed helper call (pump.Call), the envelope's Seq
-// being its request id.
+// ToolCall is one claimed helper call (pump.Call): ID is the script's
+// request id, and the envelope's Seq pairs the call with its ToolAnswer.
+// The session side believes only ID, Tool and Params; ApprovalID and Gated
+// are the node's claim, for the logs (docs/cluster.md, The gate).
 type ToolCall struct {
 	ID         int64          `json:"id"`
 	Tool       string         `json:"tool"`
