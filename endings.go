@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/executecode/executecode/internal/cluster/placement"
 	"github.com/executecode/executecode/internal/proc"
 	"github.com/executecode/executecode/kernelworker"
 )
@@ -75,6 +76,9 @@ const (
 	KilledByProtocolFault KilledBy = kernelworker.KilledByProtocolFault
 	KilledByEvicted       KilledBy = kernelworker.KilledByEvicted
 	KilledByIdleReaped    KilledBy = kernelworker.KilledByIdleReaped
+	// KilledByNodeLost: the kernel ran on a cluster's kernel node that was
+	// lost (docs/cluster.md, Node loss); the cell is never replayed.
+	KilledByNodeLost KilledBy = placement.KilledByNodeLost
 )
 
 // StateDiscardedLine ends the headline of every session result whose

@@ -133,6 +133,9 @@ type Runtime struct {
 
 	privateNets bool
 	sandbox     sandboxing
+	// cluster is the runtime's role in a cluster (WithCluster,
+	// WithKernelNode); its running side is set when the tree starts.
+	cluster clustering
 	// helperSource is the unconfigured shim a new kernel stages; it
 	// depends only on the configuration, so it is rendered once.
 	helperSource string
@@ -181,6 +184,9 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 	}
 	if r.approver == nil {
 		r.approver = denyAll
+	}
+	if err := r.checkCluster(); err != nil {
+		return nil, err
 	}
 	if r.rootDir == "" {
 		wd, err := os.Getwd()

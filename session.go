@@ -187,8 +187,11 @@ func (r *Runtime) kernels() (*actors.Tree, error) {
 	if r.sandbox.on {
 		base.Confine = r.confineKernel
 	}
-	tree, err := actors.Start(cfg, base, approval.Config{Approver: r.approver, Telemetry: r.bus, Logger: &r.log},
-		actors.WithIntrospection(introspect.Config{QueueCapacity: r.cfg.MaxQueuedCellsPerKernel, Journal: r.journal}))
+	opts := []actors.Option{actors.WithIntrospection(introspect.Config{QueueCapacity: r.cfg.MaxQueuedCellsPerKernel, Journal: r.journal})}
+	if ext := r.clusterExtension(); ext != nil {
+		opts = append(opts, actors.WithExtension(ext))
+	}
+	tree, err := actors.Start(cfg, base, approval.Config{Approver: r.approver, Telemetry: r.bus, Logger: &r.log}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +245,9 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	// Nothing waits for the release: the registry takes it before any
 	// later request of this caller, and a release has nothing to report.
 	defer owner.tree.Registry.ReleaseNoWait(alloc.Lease)
+	if alloc.Remote {
+		return s.runRemote(ctx, cellCtx, rn, alloc, resetPerformed)
+	}
 
 	// The bridge lives in the kernel's home, the one place a confined
 	// kernel may write. A kernel that ended under the acquire has none.
@@ -320,7 +326,7 @@ func (s sessionRunner) acquire(ctx, cellCtx context.Context, rn run, key registr
 	r := s.r
 	return rn.scope.tree.Registry.Acquire(ctx, registry.AcquireRequest{
 		Key: key, Owner: rn.scope.owner, Caller: cellCtx,
-		MaxLiveKernels: r.cfg.MaxLiveKernels, IdleTimeout: r.cfg.KernelIdleTimeout(),
+		MaxLiveKernels: r.maxLiveKernels(), IdleTimeout: r.cfg.KernelIdleTimeout(),
 		Worker: registry.WorkerOptions{
 			InterpreterConfigured: rn.python,
 			HelperSource:          r.helperSource,
@@ -355,20 +361,31 @@ func (s sessionRunner) serve(rn run, ws workspace, alloc registry.Allocation, sc
 // ready.
 func (s sessionRunner) execute(ctx, cellCtx context.Context, rn run, ws workspace, alloc registry.Allocation, sc *proc.Scrubber) (o outcome, neverReady bool) {
 	r := s.r
+	return s.await(ctx, cellCtx, rn, alloc, sc, func(execCtx context.Context) <-chan kernelworker.CellResult {
+		return alloc.Worker.Execute(execCtx, kernelworker.Cell{
+			Code:      shimpy.RenderScript(rn.call.Script, r.helpers, r.specs...),
+			Bridge:    &kernelworker.Bridge{Dir: ws.rpc, Token: ws.token, MaxTextBytes: r.cfg.MaxTextBytes},
+			Scrub:     sc,
+			Timeout:   max(time.Until(rn.deadline), time.Millisecond),
+			Deadline:  rn.deadline,
+			CPUBudget: time.Duration(r.cfg.CPULimitSeconds) * time.Second,
+		})
+	})
+}
+
+// await submits the cell (to a local worker or a remote kernel's proxy)
+// and waits for its answer, or for the call, the deadline or the lease to
+// end first: one wait for both, so a local and a remote cell end alike.
+func (s sessionRunner) await(ctx, cellCtx context.Context, rn run, alloc registry.Allocation, sc *proc.Scrubber,
+	submit func(execCtx context.Context) <-chan kernelworker.CellResult) (o outcome, neverReady bool) {
+	r := s.r
 	// The cell lives as long as both the call and the lease: the registry
 	// ends the lease when its owner leaves, which takes a queued cell out
 	// of the queue and discards the kernel under an active one.
 	execCtx, cancelExec := context.WithCancel(cellCtx)
 	defer cancelExec()
 	defer context.AfterFunc(alloc.Lease.Context(), cancelExec)()
-	reply := alloc.Worker.Execute(execCtx, kernelworker.Cell{
-		Code:      shimpy.RenderScript(rn.call.Script, r.helpers, r.specs...),
-		Bridge:    &kernelworker.Bridge{Dir: ws.rpc, Token: ws.token, MaxTextBytes: r.cfg.MaxTextBytes},
-		Scrub:     sc,
-		Timeout:   max(time.Until(rn.deadline), time.Millisecond),
-		Deadline:  rn.deadline,
-		CPUBudget: time.Duration(r.cfg.CPULimitSeconds) * time.Second,
-	})
+	reply := submit(execCtx)
 	rn.call.Queued()
 
 	var res kernelworker.CellResult

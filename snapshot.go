@@ -42,6 +42,9 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 	s, err := tree.Introspect.Snapshot(ctx)
 	s.Sandbox = r.sandbox.status()
 	s.WarmInterpreters = r.spawner.Warm()
+	if err == nil {
+		s.Nodes, err = r.clusterNodes(ctx)
+	}
 	return s, err
 }
 

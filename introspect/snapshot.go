@@ -32,6 +32,17 @@ type Snapshot struct {
 	// WarmInterpreters counts the interpreters started ahead that wait
 	// for a run now (warm_interpreters).
 	WarmInterpreters int `json:"warm_interpreters"`
+	// Nodes are a cluster session side's nodes (docs/cluster.md), the
+	// local one first: each one's capacity and live kernels, never its
+	// address or its sessions. Absent outside a cluster.
+	Nodes []Node `json:"nodes,omitempty"`
+}
+
+// Node is one node of a cluster as the snapshot shows it.
+type Node struct {
+	Local    bool `json:"local,omitempty"`
+	Capacity int  `json:"capacity"`
+	Kernels  int  `json:"kernels"`
 }
 
 // Sandbox is the protections an interpreter runs under: the Landlock ABI

@@ -23,10 +23,13 @@ const usage = `usage:
                    [--json] [FILE|-]
   execute-code serve [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
                      [--metrics-addr 127.0.0.1:PORT]
+                     [--cluster --listen ADDR --ca F --cert F --key F --local-capacity N]
   execute-code mcp [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
                    [--approve ask|allow|deny]   (execute_code as an MCP server on stdio)
   execute-code snapshot [--config FILE]       (a fresh runtime's aggregate; with serve running use op "snapshot")
   execute-code config [--mode per_call|session] [--config FILE] [--root DIR] [--tools LIST]
+  execute-code node --join ADDR [--listen ADDR] [--ca F --cert F --key F] [--capacity N]
+                                              (a kernel node of a serve --cluster session node)
   execute-code node certs DIR [--names LIST]  (development certificates for kernel nodes)
   execute-code COMMAND -h                     (that command's flags)
 `
@@ -62,7 +65,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "snapshot":
 		return cmdSnapshot(args[1:], stdout, stderr)
 	case "node":
-		return cmdNode(args[1:], stdout, stderr)
+		return cmdNode(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

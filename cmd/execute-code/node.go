@@ -1,24 +1,32 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	executecode "github.com/executecode/executecode"
+	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/internal/cluster/certs"
 )
 
 const nodeUsage = `usage:
+  execute-code node --join ADDR [--listen ADDR] [--ca F --cert F --key F] [--capacity N] [flags]
+      runs a kernel node: the session node at --join places session kernels
+      on it over mutual TLS; runs until SIGINT or SIGTERM (execute-code node
+      --help lists every flag; the [cluster] table of --config sets them too)
   execute-code node certs DIR [--names session,node1,...]
       writes a development CA and one certificate per name into DIR
       (default names: session,node1,node2,node3); see README.md, Certificates
 `
 
-// cmdNode is the kernel node's command (docs/cluster.md). Its subcommand
-// certs writes development certificates.
-func cmdNode(args []string, stdout, stderr io.Writer) int {
+// cmdNode is the kernel node's command (docs/cluster.md): it runs a node
+// until ctx ends (SIGINT, SIGTERM). Its subcommand certs writes
+// development certificates.
+func cmdNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, nodeUsage)
 		return exitUsage
@@ -26,12 +34,54 @@ func cmdNode(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "certs":
 		return cmdNodeCerts(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
+	case "help":
 		fmt.Fprint(stdout, nodeUsage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "execute-code node: unknown subcommand %q\n%s", args[0], nodeUsage)
-	return exitUsage
+	if !strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(stderr, "execute-code node: unknown subcommand %q\n%s", args[0], nodeUsage)
+		return exitUsage
+	}
+	return runNode(ctx, args, stdout, stderr)
+}
+
+// runNode runs a kernel node: a session-mode runtime whose kernels the
+// session side at --join places. It prints its address once it listens.
+func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c common
+	var cf clusterFlags
+	fs := newFlagSet("node")
+	c.register(fs)
+	cf.register(fs, true)
+	if err := c.parse(fs, args, stdout); err != nil {
+		return exitFor(err, func(err error) int { return usageError(stderr, err) })
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, fmt.Errorf("node takes no arguments, got %q", fs.Arg(0)))
+	}
+	cc, err := cf.load(fs, c.configFile, true)
+	if err != nil {
+		return usageError(stderr, err)
+	}
+	// A kernel node runs session kernels, whatever the file says.
+	c.mode = string(config.Session)
+	log := warnLogger(stderr)
+	rt, err := newRuntime(c, log, executecode.WithKernelNode(cc))
+	if err != nil {
+		return usageError(stderr, err)
+	}
+	addr, err := rt.ClusterAddress(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "execute-code node: %v\n", err)
+		_ = rt.Close(context.Background())
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "execute-code node: listening on %s, joining %s\n", addr, cc.Join)
+	<-ctx.Done()
+	if err := rt.Close(context.Background()); err != nil {
+		log.Warn().Err(err).Msg("execute-code node: shutdown")
+	}
+	return exitOK
 }
 
 func cmdNodeCerts(args []string, stdout, stderr io.Writer) int {

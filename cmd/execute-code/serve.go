@@ -281,8 +281,21 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs := newFlagSet("serve")
 	c.register(fs)
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics; ADDR is a loopback host:port (port 0 picks one)")
+	clustered := fs.Bool("cluster", false, "be a cluster's session node: kernel nodes (execute-code node --join) join it over mutual TLS and run its session kernels")
+	var cf clusterFlags
+	cf.register(fs, false)
 	if err := c.parse(fs, args, stdout); err != nil {
 		return exitFor(err, func(err error) int { return usageError(stderr, err) })
+	}
+	var extra []executecode.Option
+	if *clustered {
+		cc, err := cf.load(fs, c.configFile, false)
+		if err != nil {
+			return usageError(stderr, fmt.Errorf("--cluster: %w", err))
+		}
+		extra = append(extra, executecode.WithCluster(cc))
+	} else if name := clusterFlagGiven(fs); name != "" {
+		return usageError(stderr, fmt.Errorf("--%s is a cluster flag: give --cluster too", name))
 	}
 	if err := checkLoopback(*metricsAddr); err != nil {
 		fmt.Fprintf(stderr, "execute-code: --metrics-addr: %v\n", err)
@@ -301,9 +314,18 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := newLineWriter(stdout, cancel)
-	rt, err := newRuntime(c, log, executecode.WithApprover(serveApprover(out)))
+	rt, err := newRuntime(c, log, append(extra, executecode.WithApprover(serveApprover(out)))...)
 	if err != nil {
 		return usageError(stderr, err)
+	}
+	if *clustered {
+		addr, err := rt.ClusterAddress(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "execute-code: --cluster: %v\n", err)
+			_ = rt.Close(context.Background())
+			return exitFailed
+		}
+		fmt.Fprintf(stderr, "execute-code serve: cluster session node listening on %s\n", addr)
 	}
 	var metrics *metricsServer
 	if *metricsAddr != "" {

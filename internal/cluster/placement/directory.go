@@ -11,6 +11,7 @@ package placement
 
 import (
 	"sort"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -40,6 +41,18 @@ type directory struct {
 	// workers for local ones, with the node address they count against.
 	placed map[string]string
 	log    *zerolog.Logger
+	// capacity is every live node's capacity summed, the local one's
+	// included, published for the registry's cap (Cluster.Capacity).
+	capacity *atomic.Int64
+}
+
+// publishCapacity stores the sum of the live nodes' capacities.
+func (d *directory) publishCapacity() {
+	total := d.localCapacity
+	for _, n := range d.nodes {
+		total += n.capacity
+	}
+	d.capacity.Store(int64(total))
 }
 
 // Messages the starter and the snapshot send the directory.
@@ -106,6 +119,7 @@ func (d *directory) onEnvelope(ctx actor.Context, env *wire.Envelope) {
 		// A new node, or one restarted on the same address: the old
 		// one's kernels are gone and their proxies learn it themselves.
 		d.nodes[sender.Address] = &node{pid: sender, incarnation: hello.Incarnation, capacity: hello.Capacity}
+		d.publishCapacity()
 		ctx.Watch(sender)
 		d.log.Info().Str("node", sender.Address).Int("capacity", hello.Capacity).Msg("execute_code cluster node joined")
 	}
@@ -127,6 +141,7 @@ func (d *directory) onTerminated(m *actor.Terminated) {
 	}
 	if n, ok := d.nodes[m.Who.Address]; ok && n.pid.Equal(m.Who) {
 		delete(d.nodes, m.Who.Address)
+		d.publishCapacity()
 		d.log.Warn().Str("node", m.Who.Address).Str("why", m.Why.String()).Msg("execute_code cluster node lost")
 	}
 }

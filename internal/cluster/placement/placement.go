@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -48,6 +49,7 @@ type Cluster struct {
 	root      *actor.RootContext
 	directory *actor.PID
 	cfg       Config
+	capacity  *atomic.Int64
 }
 
 // Start spawns the node directory on sys under its well-known name.
@@ -62,14 +64,21 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Cluster, error) {
 		nop := zerolog.Nop()
 		cfg.Logger = &nop
 	}
+	capacity := new(atomic.Int64)
+	capacity.Store(int64(cfg.LocalCapacity))
 	d := &directory{incarnation: kernelhost.NewIncarnation(), localCapacity: cfg.LocalCapacity,
-		nodes: map[string]*node{}, placed: map[string]string{}, log: cfg.Logger}
+		nodes: map[string]*node{}, placed: map[string]string{}, log: cfg.Logger, capacity: capacity}
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return d }), kernelhost.DirectoryName)
 	if err != nil {
 		return nil, fmt.Errorf("cluster directory: %w", err)
 	}
-	return &Cluster{root: sys.Root, directory: pid, cfg: cfg}, nil
+	return &Cluster{root: sys.Root, directory: pid, cfg: cfg, capacity: capacity}, nil
 }
+
+// Capacity is how many kernels the live nodes take in all, the local
+// node's included: the registry's cap on live kernels in a cluster, so
+// that a node's joining adds its capacity and its loss takes it away.
+func (c *Cluster) Capacity() int { return int(c.capacity.Load()) }
 
 // Nodes lists the nodes and their load, for the snapshot.
 func (c *Cluster) Nodes(ctx context.Context) ([]NodeStatus, error) {
@@ -163,4 +172,10 @@ func (c *Cluster) startRemote(ctx context.Context, spawner actor.SpawnerContext,
 func limitsOf(wo registry.WorkerOptions) wire.Limits {
 	l := wo.Limits
 	return wire.Limits{CPUSeconds: l.CPUSeconds, MemoryMB: l.MemoryMB, FsizeMB: l.FsizeMB, NProc: l.NProc, CPUHardUnlimited: l.CPUHardUnlimited}
+}
+
+// Execute queues cell on the remote kernel whose proxy is proxy (the
+// registry's allocation of it); see the package's Execute.
+func (c *Cluster) Execute(ctx context.Context, proxy *actor.PID, cell Cell) <-chan *wire.CellResult {
+	return Execute(ctx, c.root, proxy, cell)
 }

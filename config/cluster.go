@@ -1,0 +1,197 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/knadh/koanf/parsers/toml/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// ErrCluster is a [cluster] table or flag value that cannot be used; the
+// error names the key and what is wrong with it.
+var ErrCluster = errors.New("invalid cluster configuration")
+
+// Cluster is a node's place in a cluster (docs/cluster.md): where it
+// listens, whom it joins, its mutual-TLS files and its bounds. Unlike the
+// execute_code table it is strict: a node that runs code on request must
+// not start on a setting it misread, so an unknown key, a wrong type or a
+// bad value is an error naming the key.
+type Cluster struct {
+	// Listen is host:port; "" is 127.0.0.1:0 (loopback, any port).
+	Listen string
+	// Join is the session node a kernel node says hello to.
+	Join string
+	// CAFile, CertFile and KeyFile are the PEM files of the cluster's CA,
+	// this node's certificate and its key.
+	CAFile, CertFile, KeyFile string
+	// Capacity is how many kernels a kernel node runs at once.
+	Capacity int
+	// LocalCapacity is how many kernels a session node runs itself, the
+	// local node counting as one node; -1 (the default) is the runtime's
+	// max_live_kernels, 0 places every kernel on a kernel node.
+	LocalCapacity int
+	// Keepalive and KeepaliveTimeout are gRPC's pings on every connection.
+	Keepalive, KeepaliveTimeout time.Duration
+}
+
+// Cluster defaults.
+const (
+	DefaultNodeCapacity     = 16
+	DefaultKeepalive        = 10 * time.Second
+	DefaultKeepaliveTimeout = 3 * time.Second
+	// MaxNodeCapacity bounds capacity and local_capacity: each kernel is a
+	// python3 of tens of megabytes.
+	MaxNodeCapacity = 4096
+)
+
+// DefaultCluster is the cluster table's value when nothing sets a key.
+func DefaultCluster() Cluster {
+	return Cluster{Capacity: DefaultNodeCapacity, LocalCapacity: -1, Keepalive: DefaultKeepalive,
+		KeepaliveTimeout: DefaultKeepaliveTimeout}
+}
+
+// clusterKeys are the [cluster] table's keys, each with how its value is
+// read into a Cluster.
+var clusterKeys = map[string]func(c *Cluster, v any) error{
+	"listen":               stringKey(func(c *Cluster, s string) error { c.Listen = s; return checkAddr(s) }),
+	"join":                 stringKey(func(c *Cluster, s string) error { c.Join = s; return checkAddr(s) }),
+	"ca_file":              stringKey(func(c *Cluster, s string) error { c.CAFile = s; return nil }),
+	"cert_file":            stringKey(func(c *Cluster, s string) error { c.CertFile = s; return nil }),
+	"key_file":             stringKey(func(c *Cluster, s string) error { c.KeyFile = s; return nil }),
+	"capacity":             intKey(1, MaxNodeCapacity, func(c *Cluster, n int) { c.Capacity = n }),
+	"local_capacity":       intKey(0, MaxNodeCapacity, func(c *Cluster, n int) { c.LocalCapacity = n }),
+	"keepalive_ms":         msKey(func(c *Cluster, d time.Duration) { c.Keepalive = d }),
+	"keepalive_timeout_ms": msKey(func(c *Cluster, d time.Duration) { c.KeepaliveTimeout = d }),
+}
+
+// ClusterKeys lists the [cluster] table's keys, sorted.
+func ClusterKeys() []string {
+	out := make([]string, 0, len(clusterKeys))
+	for k := range clusterKeys {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// LoadCluster reads the [cluster] table of the TOML file at path (none:
+// the defaults). Relative file names in it are relative to the file's
+// directory, as an operator reading the file would take them.
+func LoadCluster(path string) (Cluster, error) {
+	c := DefaultCluster()
+	if path == "" {
+		return c, nil
+	}
+	rec := &recordingFile{File: file.Provider(path)}
+	k := koanf.New(".")
+	if err := k.Load(rec, depthGuard{toml.Parser()}); err != nil {
+		return c, fileLoadError(path, rec.data, err)
+	}
+	raw, ok := k.Raw()["cluster"]
+	if !ok {
+		return c, nil
+	}
+	table, ok := raw.(map[string]any)
+	if !ok {
+		return c, typeError(path, rec.data, []string{"cluster"}, raw, "a table")
+	}
+	names := make([]string, 0, len(table))
+	for name := range table {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		set, known := clusterKeys[name]
+		if !known {
+			return c, &FileError{Path: path, Line: keyLine(rec.data, []string{"cluster", name}),
+				Key: dotted([]string{"cluster", name}), Msg: "unknown key (have " + fmt.Sprint(ClusterKeys()) + ")", Err: ErrCluster}
+		}
+		if err := set(&c, table[name]); err != nil {
+			return c, &FileError{Path: path, Line: keyLine(rec.data, []string{"cluster", name}),
+				Key: dotted([]string{"cluster", name}), Msg: err.Error(), Err: ErrCluster}
+		}
+	}
+	dir := filepath.Dir(path)
+	for _, f := range []*string{&c.CAFile, &c.CertFile, &c.KeyFile} {
+		if *f != "" && !filepath.IsAbs(*f) {
+			*f = filepath.Join(dir, *f)
+		}
+	}
+	return c, nil
+}
+
+// Check says whether c can run: a kernel node needs a join address, and
+// every node its three TLS files and a timeout shorter than its interval.
+func (c Cluster) Check(node bool) error {
+	switch {
+	case c.CAFile == "" || c.CertFile == "" || c.KeyFile == "":
+		return fmt.Errorf("%w: ca_file, cert_file and key_file are all required (nodes talk only over mutual TLS)", ErrCluster)
+	case node && c.Join == "":
+		return fmt.Errorf("%w: join: a kernel node needs the session node's address", ErrCluster)
+	case c.Keepalive <= 0 || c.KeepaliveTimeout <= 0:
+		return fmt.Errorf("%w: keepalive_ms and keepalive_timeout_ms must be positive", ErrCluster)
+	}
+	if err := checkAddr(c.Listen); err != nil {
+		return fmt.Errorf("%w: listen: %w", ErrCluster, err)
+	}
+	if err := checkAddr(c.Join); err != nil {
+		return fmt.Errorf("%w: join: %w", ErrCluster, err)
+	}
+	return nil
+}
+
+// checkAddr accepts "" and host:port with a numeric port.
+func checkAddr(s string) error {
+	if s == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", capRunes(s, maxShown))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: the port is not a number from 0 to 65535", capRunes(s, maxShown))
+	}
+	if host == "" {
+		return fmt.Errorf("%q: give the host (127.0.0.1 for loopback)", capRunes(s, maxShown))
+	}
+	return nil
+}
+
+func stringKey(set func(*Cluster, string) error) func(*Cluster, any) error {
+	return func(c *Cluster, v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("wrong type %s; want a string", typeName(v))
+		}
+		return set(c, s)
+	}
+}
+
+func intKey(lo, hi int, set func(*Cluster, int)) func(*Cluster, any) error {
+	return func(c *Cluster, v any) error {
+		n, ok := v.(int64)
+		if !ok {
+			return fmt.Errorf("wrong type %s; want an integer", typeName(v))
+		}
+		if n < int64(lo) || n > int64(hi) {
+			return fmt.Errorf("%d is out of range %d..%d", n, lo, hi)
+		}
+		set(c, int(n))
+		return nil
+	}
+}
+
+// maxClusterMS bounds every duration key: a day.
+const maxClusterMS = 24 * 60 * 60 * 1000
+
+func msKey(set func(*Cluster, time.Duration)) func(*Cluster, any) error {
+	return intKey(1, maxClusterMS, func(c *Cluster, n int) { set(c, time.Duration(n)*time.Millisecond) })
+}
