@@ -24,8 +24,8 @@ const (
 // bridge is a remote cell's session-side end: each ToolCall from the
 // cell's kernel runs through the cell's gate here (a pump.GuardedGate,
 // through kernelhost.SessionGate, admitted in the order the calls
-// arrive), and each notify() goes to the caller. It lives as long as its cell; its stop cancels every call
-// still running.
+// arrive), and each notify() goes to the caller. It lives as long as its
+// cell; its stop cancels every call still running.
 type bridge struct {
 	gate        Gate
 	notify      func(string)
