@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -133,6 +135,13 @@ type peer struct {
 
 func newLiveness(t *Transport, dial []grpc.DialOption) *liveness {
 	ctx, cancel := context.WithCancel(context.Background())
+	// A peer seen gone is dialed again every interval, not after gRPC's
+	// backoff of up to two minutes: its answer is what lifts its
+	// quarantine.
+	dial = append(slices.Clip(dial), grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: t.cfg.LivenessInterval, Multiplier: 1, Jitter: 0.2, MaxDelay: t.cfg.LivenessInterval},
+		MinConnectTimeout: t.cfg.LivenessTimeout,
+	}))
 	return &liveness{
 		t: t, dial: dial,
 		interval: t.cfg.LivenessInterval, timeout: t.cfg.LivenessTimeout,

@@ -173,6 +173,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Transport, error) {
 	t.live = newLiveness(t, dial)
 	t.guardSends()
 	if err := start(r); err != nil {
+		t.closed.Store(true)
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	t.address = sys.ProcessRegistry.Address

@@ -50,7 +50,8 @@ const (
 )
 
 // The liveness bound every node of these tests runs with; gRPC's
-// keepalive alone would see a frozen node gone after max(1 s, 10 s) + 1 s.
+// keepalive alone sees a frozen node gone after max(keepalive, 10 s) plus
+// its timeout.
 const (
 	testInterval = 500 * time.Millisecond
 	testTimeout  = 2 * time.Second
@@ -60,15 +61,22 @@ const (
 // the tests that move hundreds of MiB, which on a loaded machine under
 // the race detector can starve a process for seconds, are about what
 // the library's connection does, not about the liveness bound.
-const timeoutEnv = "EXECUTE_CODE_TEST_TRANSPORT_TIMEOUT"
+// keepaliveEnv gives one gRPC's default keepalive instead of 1 s.
+const (
+	timeoutEnv   = "EXECUTE_CODE_TEST_TRANSPORT_TIMEOUT"
+	keepaliveEnv = "EXECUTE_CODE_TEST_TRANSPORT_DEFAULT_KEEPALIVE"
+)
 
 func testConfig(tc *certs.TLS) Config {
-	timeout := testTimeout
+	cfg := Config{TLS: tc, Keepalive: time.Second, KeepaliveTimeout: time.Second,
+		LivenessInterval: testInterval, LivenessTimeout: testTimeout}
 	if d, err := time.ParseDuration(os.Getenv(timeoutEnv)); err == nil {
-		timeout = d
+		cfg.LivenessTimeout = d
 	}
-	return Config{TLS: tc, Keepalive: time.Second, KeepaliveTimeout: time.Second,
-		LivenessInterval: testInterval, LivenessTimeout: timeout}
+	if os.Getenv(keepaliveEnv) != "" {
+		cfg.Keepalive, cfg.KeepaliveTimeout = 0, 0
+	}
+	return cfg
 }
 
 // certDir holds one CA's certificates for the session side and a node.
@@ -213,6 +221,9 @@ func runNode(dir string) int {
 //	frozen: stops with the node frozen (the test says so on stdin) and a
 //	        stream full
 //	ended:  stops with a context that has already ended
+//	watched: has the node watch an actor here and says "watched"; told on
+//	        stdin, makes a request to the node and says "reached"; told
+//	        again, stops that actor and its transport
 func runSession(spec string) int {
 	addr, scenario, _ := strings.Cut(spec, "|")
 	var failed atomic.Bool
@@ -273,6 +284,21 @@ func runSession(spec string) int {
 		}
 	case "ended":
 		cancel()
+	case "watched":
+		watched := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+		sys.Root.Send(victim, &actor.MessageEnvelope{Message: envelope("watch"), Sender: watched})
+		if _, err := sys.Root.RequestFuture(victim, envelope("ping"), 30*time.Second).Result(); err != nil {
+			fail("a request after the watch: %v", err)
+		}
+		fmt.Println("watched")
+		in := bufio.NewReader(os.Stdin)
+		_, _ = in.ReadString('\n')
+		if _, err := sys.Root.RequestFuture(victim, envelope("ping"), 30*time.Second).Result(); err != nil {
+			fail("a request after the node stood still: %v", err)
+		}
+		fmt.Println("reached")
+		_, _ = in.ReadString('\n')
+		_ = sys.Root.StopFuture(watched).Wait()
 	}
 	ctx, stopCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer stopCancel()
@@ -363,19 +389,33 @@ func burst(sys *actor.ActorSystem, victim *actor.PID, fail func(string, ...any))
 		}
 		futures = append(futures, sys.Root.RequestFuture(victim, env, 3*time.Minute))
 	}
-	counts := map[string]bool{}
-	for _, f := range futures {
-		res, err := f.Result()
+	answered := make(chan error, 1)
+	go func() {
+		counts := map[string]bool{}
+		for _, f := range futures {
+			res, err := f.Result()
+			if err != nil {
+				answered <- fmt.Errorf("an envelope to the node: %w", err)
+				return
+			}
+			if v, err := wire.Decode(res.(*wire.Envelope)); err == nil {
+				counts[v.(*wire.Notify).Message] = true
+			}
+		}
+		if len(counts) != small+big {
+			answered <- fmt.Errorf("%d of %d envelopes counted once", len(counts), small+big)
+		}
+		close(answered)
+	}()
+	select {
+	case err := <-answered:
 		if err != nil {
-			fail("an envelope to the node: %v", err)
+			fail("%v", err)
 			return
 		}
-		if v, err := wire.Decode(res.(*wire.Envelope)); err == nil {
-			counts[v.(*wire.Notify).Message] = true
-		}
-	}
-	if len(counts) != small+big {
-		fail("%d of %d envelopes counted once", len(counts), small+big)
+	case m := <-gone:
+		fail("the node was reported gone during the burst to it: %v", m)
+		return
 	}
 	fmt.Printf("sent %d × 1 MiB and %d × %d bytes to the node in %s\n", small, big, bigSize, time.Since(start))
 
@@ -393,6 +433,9 @@ func burst(sys *actor.ActorSystem, victim *actor.PID, fail func(string, ...any))
 	select {
 	case <-all:
 		fmt.Printf("got %d × 1 MiB and %d × %d bytes from the node in %s\n", small, big, bigSize, time.Since(start))
+	case m := <-gone:
+		fail("the node was reported gone during its burst: %v", m)
+		return
 	case <-time.After(3 * time.Minute):
 		fail("%d of %d envelopes from the node arrived", got.Load(), small+big)
 	}
@@ -504,8 +547,8 @@ func sessionTLS(t *testing.T) *certs.TLS {
 	return tc
 }
 
-// shared is this process's one remote, with the session certificate,
-// stopped when the tests end.
+// shared is this process's one remote, with the session certificate and
+// gRPC's default keepalive (10 s, 3 s), stopped when the tests end.
 var shared struct {
 	once sync.Once
 	sys  *actor.ActorSystem
@@ -521,8 +564,12 @@ func client(t *testing.T) *actor.ActorSystem {
 			shared.err = err
 			return
 		}
+		// gRPC's default keepalive: what a thawed node learns, it learns
+		// from the liveness check, not from a keepalive of 1 s.
+		cfg := testConfig(tc)
+		cfg.Keepalive, cfg.KeepaliveTimeout = 0, 0
 		sys := newSystem()
-		tr, err := Start(sys, testConfig(tc))
+		tr, err := Start(sys, cfg)
 		if err != nil {
 			shared.err = err
 			return
@@ -849,7 +896,7 @@ func TestAFrozenNodeIsSeenGoneWithinTheLivenessBound(t *testing.T) {
 	case m := <-gone:
 		assert.Equal(t, actor.TerminatedReason_AddressTerminated, m.Why)
 		t.Logf("frozen node seen gone after %s (liveness every %s, timeout %s)", time.Since(frozen), testInterval, testTimeout)
-	// gRPC's keepalive would take max(1 s, 10 s) + 1 s.
+	// gRPC's keepalive would take at least its 10 s floor.
 	case <-time.After(9 * time.Second):
 		t.Fatal("a frozen node was not seen gone before gRPC's keepalive could have")
 	}
@@ -901,6 +948,40 @@ func TestAFrozenNodeIsSeenGoneWithinTheLivenessBound(t *testing.T) {
 		default:
 		}
 	})
+}
+
+// A node that stood still longer than its liveness timeout (stopped,
+// or starved on a loaded machine) while its peer did not see it gone
+// does not blame the peer for the answers it could not read: nothing it
+// watches there is reported gone.
+func TestANodeThatStoodStillDoesNotBlameItsPeers(t *testing.T) {
+	node := startNode(t)
+	// The session side gives the node far longer than it stands still.
+	session := startProc(t, sessionEnv+"="+node.addr+"|watched", certsEnv+"="+certDir, timeoutEnv+"=1m", keepaliveEnv+"=1")
+	session.waitLine(t, "connected", time.Minute)
+	session.waitLine(t, "watched", time.Minute)
+	t.Cleanup(func() { _ = node.cmd.Process.Signal(syscall.SIGCONT) })
+	require.NoError(t, node.cmd.Process.Signal(syscall.SIGSTOP))
+	time.Sleep(testTimeout + 2*testInterval)
+	require.NoError(t, node.cmd.Process.Signal(syscall.SIGCONT))
+	// Its judge runs every interval: a few of them after the thaw.
+	time.Sleep(testTimeout + 2*testInterval)
+	_, err := io.WriteString(session.stdin, "check\n")
+	require.NoError(t, err)
+	session.waitLine(t, "reached", time.Minute)
+	for done := false; !done; {
+		select {
+		case line := <-node.lines:
+			assert.False(t, strings.HasPrefix(line, "terminated"), "the node said %q", line)
+		default:
+			done = true
+		}
+	}
+	_, err = io.WriteString(session.stdin, "stop\n")
+	require.NoError(t, err)
+	session.waitLine(t, "stopped", 2*time.Minute)
+	session.waitLine(t, "done", 2*time.Minute)
+	session.stop(t)
 }
 
 // A node killed outright is seen gone as soon as its connection breaks.
