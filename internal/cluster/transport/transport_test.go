@@ -1071,3 +1071,60 @@ func TestStopIsBoundedIdempotentAndLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// A liveness answer counts only for a ping this node sent: a peer that
+// answers seqs it was never sent is not believed, and its stream is
+// opened again; one that answers what it was sent is.
+func TestALivenessAnswerToAPingNeverSentIsNotBelieved(t *testing.T) {
+	client(t) // this process's remote starts before any other gRPC here
+	for _, honest := range []bool{false, true} {
+		t.Run(fmt.Sprintf("honest=%v", honest), func(t *testing.T) {
+			tc, err := loadTLS(certDir, "node1")
+			require.NoError(t, err)
+			var streams atomic.Int64
+			srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(tc.Server)), grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+				streams.Add(1)
+				for {
+					var env wire.Envelope
+					if err := ss.RecvMsg(&env); err != nil {
+						return err
+					}
+					seq := env.GetSeq()
+					if !honest {
+						seq += 1000
+					}
+					if err := ss.SendMsg(&wire.Envelope{Kind: pongKind, Seq: seq}); err != nil {
+						return err
+					}
+				}
+			}))
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			served := make(chan struct{})
+			go func() { defer close(served); _ = srv.Serve(ln) }()
+			defer func() { srv.Stop(); <-served }()
+
+			cfg, _, _, err := validate(testConfig(sessionTLS(t)))
+			require.NoError(t, err)
+			tr := &Transport{cfg: cfg, dialer: newDialer()}
+			l := newLiveness(tr, []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg.TLS.Client))})
+			defer l.stop()
+			require.True(t, l.admit(ln.Addr().String()))
+			v, _ := l.fast.Load(ln.Addr().String())
+			p := v.(*peer)
+			first := p.heard.Load()
+			deadline := time.Now().Add(time.Minute)
+			for p.sent.Load() < 5 {
+				require.True(t, time.Now().Before(deadline), "the peer was never pinged")
+				time.Sleep(testInterval / 5)
+			}
+			if honest {
+				assert.Greater(t, p.heard.Load(), first, "its answers were believed")
+				assert.Equal(t, int64(1), streams.Load(), "one stream served every ping")
+			} else {
+				assert.Equal(t, first, p.heard.Load(), "no answer was believed")
+				assert.Greater(t, streams.Load(), int64(1), "each stream ended at its first answer")
+			}
+		})
+	}
+}
