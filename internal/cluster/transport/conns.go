@@ -136,8 +136,8 @@ func (in *inbound) goCounted(fn func()) bool {
 }
 
 // park stops inbound delivery: liveness handlers return, and remote
-// readers hold every message they receive from now on; it returns once
-// no reader holds one, or when forced.
+// readers drop every message they receive from now on; it returns once
+// no reader holds one it received before, or when forced.
 func (in *inbound) park(forced <-chan struct{}) {
 	in.mu.Lock()
 	if !in.stopping {
