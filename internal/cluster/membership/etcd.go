@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Defaults of EtcdConfig.
@@ -38,6 +40,7 @@ const (
 	maxReceive     = 64 << 20
 	minBackoff     = 100 * time.Millisecond
 	maxBackoff     = 5 * time.Second
+	maxReconnect   = time.Second
 	maxTTL         = time.Hour
 	maxCallTimeout = time.Minute
 )
@@ -136,6 +139,12 @@ func DialEtcd(cfg EtcdConfig) (*Etcd, error) {
 		TLS:                cfg.TLS,
 		Context:            ctx,
 		MaxCallRecvMsgSize: maxReceive,
+		// gRPC's reconnect pause grows to 2 minutes by default: after
+		// an outage, calls would fail for that long after etcd is back.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: minBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxReconnect},
+			MinConnectTimeout: cfg.CallTimeout,
+		})},
 		// The client's own lines would go to stderr; what matters is
 		// logged here, through cfg.Log.
 		Logger: zap.NewNop(),
@@ -222,6 +231,12 @@ func (e *Etcd) Register(ctx context.Context, m Member) (*Registration, error) {
 	value, err := encodeMember(m)
 	if err != nil {
 		return nil, err
+	}
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
 	}
 	r := &Registration{e: e, member: m, key: e.cfg.Prefix + m.Address, value: string(value), done: make(chan struct{})}
 	lease, err := r.put(ctx)
@@ -488,14 +503,27 @@ func (f *feed) sync(ctx context.Context) (int64, error) {
 func (f *feed) follow(ctx context.Context, rev int64) error {
 	e := f.e
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := e.client.Watch(wctx, e.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFragment())
+	// The client's Watch waits for etcd to confirm the watch, for as
+	// long as etcd is away: it runs aside, under the probes, and ends
+	// when wctx does.
+	created := make(chan clientv3.WatchChan, 1)
+	go func() {
+		created <- e.client.Watch(wctx, e.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFragment())
+	}()
+	var wch clientv3.WatchChan // nil until created: never ready
+	defer func() {
+		cancel()
+		if wch == nil {
+			<-created
+		}
+	}()
 	probe := time.NewTicker(e.cfg.Probe)
 	defer probe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case wch = <-created:
 		case resp, ok := <-wch:
 			if !ok {
 				return fmt.Errorf("%w: the watch ended", ErrUnavailable)

@@ -183,7 +183,11 @@ func TestFeedFailsWhileEtcdIsDownAndRecovers(t *testing.T) {
 	cfg.CallTimeout = 500 * time.Millisecond
 	e := dial(t, cfg)
 	feed := watch(t, e)
-	node := dial(t, cfg)
+	// A node's calls wait longer than the client's reconnect pause, so
+	// the first one after etcd is back succeeds.
+	nodeCfg := cfg
+	nodeCfg.CallTimeout = 2 * time.Second
+	node := dial(t, nodeCfg)
 
 	m1 := Member{Address: "127.0.0.1:7001", Incarnation: newIncarnation(t), Capacity: 2}
 	r1, err := node.Register(context.Background(), m1)
@@ -275,6 +279,8 @@ func TestNoEtcdFailsClearly(t *testing.T) {
 		_, open = <-feed
 	}
 	_, err = e.Watch(context.Background())
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = e.Register(context.Background(), Member{Address: "127.0.0.1:7001", Incarnation: "a", Capacity: 1})
 	require.ErrorIs(t, err, ErrClosed)
 }
 
@@ -371,4 +377,32 @@ func BenchmarkLeave(b *testing.B) {
 			b.ReportMetric(float64(stopped)/n, "stop-leave/ttl")
 		})
 	}
+}
+
+// A listing pages through more records than one call returns, refusing
+// the hostile ones among them, and lists every valid one exactly once.
+func TestListingPagesThroughManyRecords(t *testing.T) {
+	s := startEtcd(t)
+	cfg := testConfig(s)
+	e := dial(t, cfg)
+	want := map[string]Member{}
+	for i := range 3*pageSize + 5 {
+		m := Member{Address: fmt.Sprintf("127.0.0.1:%d", 10000+i), Incarnation: fmt.Sprintf("n%d", i), Capacity: 1 + i%4}
+		value, err := encodeMember(m)
+		require.NoError(t, err)
+		rawPut(t, e, cfg.Prefix+m.Address, string(value))
+		want[m.Address] = m
+		if i%7 == 0 {
+			rawPut(t, e, cfg.Prefix+m.Address+"x", "\xffgarbage")
+		}
+	}
+	feed := watch(t, e)
+	got := map[string]Member{}
+	for range want {
+		ev := next(t, feed, 20*time.Second)
+		require.Equal(t, Joined, ev.Kind)
+		require.NotContains(t, got, ev.Member.Address, "listed twice")
+		got[ev.Member.Address] = ev.Member
+	}
+	require.Equal(t, want, got)
 }

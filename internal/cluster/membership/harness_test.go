@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -344,6 +345,8 @@ func next(t testing.TB, ch <-chan Event, bound time.Duration) Event {
 		require.True(t, ok, "the feed closed")
 		return ev
 	case <-time.After(bound):
+		// Where the feed is stuck is the one thing worth knowing then.
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		t.Fatalf("no event from the feed in %v", bound)
 		return Event{}
 	}
