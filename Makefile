@@ -4,7 +4,7 @@ BIN     := bin/execute-code
 SHARED  ?= ../shared
 PYTHON  ?= python3
 
-.PHONY: build run test unit acceptance bench bench-summary fuzz lint clean peers proto
+.PHONY: build run test unit acceptance bench bench-summary fuzz lint clean peers proto etcd
 
 # Static (no cgo): nothing in the project needs cgo, and a static binary
 # skips the dynamic loader at every start.
@@ -44,7 +44,7 @@ $(PEERS)/node_modules/.installed: $(PEERS)/package-lock.json
 # The tests run with a TMPDIR of their own that must be empty afterwards,
 # and no process that inherited it may still run: nothing a test starts,
 # files included, may outlive it. Survivors are listed, then killed.
-unit: peers
+unit: peers etcd
 	$(GO) mod download
 	$(GO) vet ./...
 	@tmp=$$(mktemp -d) && rc=0; \
@@ -56,6 +56,20 @@ unit: peers
 	left=$$(find $$tmp -mindepth 1 -maxdepth 1 | head -20); \
 	if [ -n "$$left" ]; then echo "tests left files in their TMPDIR:"; echo "$$left"; rc=1; fi; \
 	rm -rf $$tmp; exit $$rc
+
+# The etcd the membership tests start and stop themselves
+# (internal/cluster/membership): Debian's etcd-server, unpacked into bin/
+# rather than installed, so a developer needs no root; apt-get download
+# needs only the package lists (apt-get update).
+ETCD_DIR := bin/.etcd
+ETCD_BIN := $(ETCD_DIR)/root/usr/bin/etcd
+etcd: $(ETCD_BIN)
+$(ETCD_BIN):
+	@rm -rf $(ETCD_DIR) && mkdir -p $(ETCD_DIR)
+	cd $(ETCD_DIR) && { apt-get download etcd-server || \
+	  { echo "apt-get download etcd-server failed: are the package lists there (apt-get update)?"; exit 1; }; } && \
+	  dpkg -x etcd-server_*.deb root && rm -f etcd-server_*.deb
+	$(ETCD_BIN) --version
 
 # The scenarios run with a TMPDIR of their own, removed afterwards: spill
 # files are kept for a day by design, but a test run must leave nothing.
@@ -102,7 +116,8 @@ FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest internal/proc:FuzzSanitize
 	kernelworker/internal/frame:FuzzCellFastPath \
 	approval:FuzzParseDecision cmd/execute-code:FuzzServeLine \
 	tools:FuzzIgnoreFile pump:FuzzParseFrameName internal/bell:FuzzDecoder \
-	mcpsource:FuzzSignatureOf cmd/execute-code:FuzzParseMCP internal/proc:FuzzLaunchStatus
+	mcpsource:FuzzSignatureOf cmd/execute-code:FuzzParseMCP internal/proc:FuzzLaunchStatus \
+	internal/cluster/membership:FuzzDecodeMember
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

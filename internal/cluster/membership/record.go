@@ -1,0 +1,142 @@
+package membership
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/executecode/executecode/internal/cluster/wire"
+)
+
+// Bounds on a member record: anyone who can write under the prefix can
+// put anything there, and a record is small.
+const (
+	maxRecordBytes  = 1024
+	maxAddressBytes = 256
+	// maxCapacity is a NodeHello's bound.
+	maxCapacity = 1 << 16
+)
+
+// record is a member as stored under the prefix: JSON, readable with
+// etcdctl, keyed by the member's address.
+type record struct {
+	Address     *string `json:"address"`
+	Incarnation *string `json:"incarnation"`
+	Capacity    *int    `json:"capacity"`
+}
+
+// encodeMember is the value a member registers, after the checks a
+// reader makes, so a node never registers what its peers would refuse.
+func encodeMember(m Member) ([]byte, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// decodeMember reads the record stored at name (the key without the
+// prefix), refusing anything but a well-formed member stored at its own
+// address. Errors wrap ErrMalformed and never quote the value.
+func decodeMember(name string, value []byte) (Member, error) {
+	if len(value) > maxRecordBytes {
+		return Member{}, fmt.Errorf("%w: %d bytes (at most %d)", ErrMalformed, len(value), maxRecordBytes)
+	}
+	var r record
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Member{}, fmt.Errorf("%w: %s", ErrMalformed, jsonProblem(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Member{}, fmt.Errorf("%w: data after the record", ErrMalformed)
+	}
+	switch {
+	case r.Address == nil:
+		return Member{}, fmt.Errorf("%w: no address", ErrMalformed)
+	case r.Incarnation == nil:
+		return Member{}, fmt.Errorf("%w: no incarnation", ErrMalformed)
+	case r.Capacity == nil:
+		return Member{}, fmt.Errorf("%w: no capacity", ErrMalformed)
+	}
+	m := Member{Address: *r.Address, Incarnation: *r.Incarnation, Capacity: *r.Capacity}
+	if err := m.check(); err != nil {
+		return Member{}, err
+	}
+	// The key is the address: one record per address, so a node
+	// restarted there replaces its predecessor's record.
+	if name != m.Address {
+		return Member{}, fmt.Errorf("%w: the record's address is not its key's", ErrMalformed)
+	}
+	return m, nil
+}
+
+func (m Member) check() error {
+	if err := checkAddress(m.Address); err != nil {
+		return err
+	}
+	if !wire.ValidIncarnation(m.Incarnation) {
+		return fmt.Errorf("%w: incarnation is not 1 to 64 letters, digits, '-' or '_'", ErrMalformed)
+	}
+	if m.Capacity < 1 || m.Capacity > maxCapacity {
+		return fmt.Errorf("%w: capacity %d is not between 1 and %d", ErrMalformed, m.Capacity, maxCapacity)
+	}
+	return nil
+}
+
+// checkAddress: host:port, printable, with a port a node can listen on.
+func checkAddress(a string) error {
+	if a == "" || len(a) > maxAddressBytes || !utf8.ValidString(a) {
+		return fmt.Errorf("%w: address is empty, too long or not text", ErrMalformed)
+	}
+	if strings.ContainsFunc(a, func(r rune) bool { return r <= 0x20 || r == 0x7f || r == '/' }) {
+		return fmt.Errorf("%w: address has a space, a control character or a slash", ErrMalformed)
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" {
+		return fmt.Errorf("%w: address is not host:port", ErrMalformed)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return fmt.Errorf("%w: address has no valid port", ErrMalformed)
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error without the record's bytes.
+func jsonProblem(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("not JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return "not a JSON object"
+		}
+		return fmt.Sprintf("field %s has the wrong type", printable(typ.Field))
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "empty or cut short"
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if u, err := strconv.Unquote(name); err == nil {
+			name = u
+		}
+		return "unknown field " + printable(name)
+	}
+	return "not a member record"
+}
+
+// printable bounds and quotes a string from a record or a key for a log
+// line or an error.
+func printable(s string) string {
+	const limit = 64
+	if len(s) > limit {
+		return strconv.QuoteToASCII(s[:limit]) + "…"
+	}
+	return strconv.QuoteToASCII(s)
+}
