@@ -128,7 +128,8 @@ type clusterExtension interface {
 
 func (r *Runtime) transportConfig() transport.Config {
 	c := r.cluster.cfg
-	return transport.Config{Listen: c.Listen, TLS: r.cluster.tls, Keepalive: c.Keepalive, KeepaliveTimeout: c.KeepaliveTimeout}
+	return transport.Config{Listen: c.Listen, TLS: r.cluster.tls, LivenessInterval: c.LivenessInterval,
+		LivenessTimeout: c.LivenessTimeout, Keepalive: c.Keepalive, KeepaliveTimeout: c.KeepaliveTimeout}
 }
 
 // sessionSide is the session side's extension: the transport and the

@@ -37,15 +37,24 @@ type Cluster struct {
 	// local node counting as one node; -1 (the default) is the runtime's
 	// max_live_kernels, 0 places every kernel on a kernel node.
 	LocalCapacity int
-	// Keepalive and KeepaliveTimeout are gRPC's pings on every connection.
+	// LivenessInterval is how often a node pings every peer it talks to;
+	// a peer that leaves its pings unanswered for LivenessTimeout is seen
+	// gone (a frozen node's sessions fail with node_lost within it).
+	LivenessInterval, LivenessTimeout time.Duration
+	// Keepalive and KeepaliveTimeout are gRPC's pings on every connection,
+	// the second line behind the liveness check.
 	Keepalive, KeepaliveTimeout time.Duration
 }
 
 // Cluster defaults.
 const (
 	DefaultNodeCapacity     = 16
+	DefaultLivenessInterval = 500 * time.Millisecond
+	DefaultLivenessTimeout  = 2 * time.Second
 	DefaultKeepalive        = 10 * time.Second
 	DefaultKeepaliveTimeout = 3 * time.Second
+	// MinLivenessInterval bounds how often a node pings each peer.
+	MinLivenessInterval = 50 * time.Millisecond
 	// MaxNodeCapacity bounds capacity and local_capacity: each kernel is a
 	// python3 of tens of megabytes.
 	MaxNodeCapacity = 4096
@@ -53,7 +62,8 @@ const (
 
 // DefaultCluster is the cluster table's value when nothing sets a key.
 func DefaultCluster() Cluster {
-	return Cluster{Capacity: DefaultNodeCapacity, LocalCapacity: -1, Keepalive: DefaultKeepalive,
+	return Cluster{Capacity: DefaultNodeCapacity, LocalCapacity: -1,
+		LivenessInterval: DefaultLivenessInterval, LivenessTimeout: DefaultLivenessTimeout, Keepalive: DefaultKeepalive,
 		KeepaliveTimeout: DefaultKeepaliveTimeout}
 }
 
@@ -67,6 +77,8 @@ var clusterKeys = map[string]func(c *Cluster, v any) error{
 	"key_file":             stringKey(func(c *Cluster, s string) error { c.KeyFile = s; return nil }),
 	"capacity":             intKey(1, MaxNodeCapacity, func(c *Cluster, n int) { c.Capacity = n }),
 	"local_capacity":       intKey(0, MaxNodeCapacity, func(c *Cluster, n int) { c.LocalCapacity = n }),
+	"liveness_interval_ms": msKey(func(c *Cluster, d time.Duration) { c.LivenessInterval = d }),
+	"liveness_timeout_ms":  msKey(func(c *Cluster, d time.Duration) { c.LivenessTimeout = d }),
 	"keepalive_ms":         msKey(func(c *Cluster, d time.Duration) { c.Keepalive = d }),
 	"keepalive_timeout_ms": msKey(func(c *Cluster, d time.Duration) { c.KeepaliveTimeout = d }),
 }
@@ -135,8 +147,10 @@ func (c Cluster) Check(node bool) error {
 		return fmt.Errorf("%w: ca_file, cert_file and key_file are all required (nodes talk only over mutual TLS)", ErrCluster)
 	case node && c.Join == "":
 		return fmt.Errorf("%w: join: a kernel node needs the session node's address", ErrCluster)
-	case c.Keepalive <= 0 || c.KeepaliveTimeout <= 0:
-		return fmt.Errorf("%w: keepalive_ms and keepalive_timeout_ms must be positive", ErrCluster)
+	case c.Keepalive <= 0 || c.KeepaliveTimeout <= 0 || c.LivenessInterval <= 0 || c.LivenessTimeout <= 0:
+		return fmt.Errorf("%w: keepalive_ms, keepalive_timeout_ms, liveness_interval_ms and liveness_timeout_ms must be positive", ErrCluster)
+	case c.LivenessInterval < MinLivenessInterval || c.LivenessInterval >= c.LivenessTimeout:
+		return fmt.Errorf("%w: liveness_interval_ms must be at least %d and below liveness_timeout_ms", ErrCluster, MinLivenessInterval.Milliseconds())
 	}
 	if err := checkAddr(c.Listen); err != nil {
 		return fmt.Errorf("%w: listen: %w", ErrCluster, err)

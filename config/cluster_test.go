@@ -32,6 +32,8 @@ capacity = 4
 local_capacity = 0
 keepalive_ms = 2000
 keepalive_timeout_ms = 1000
+liveness_interval_ms = 200
+liveness_timeout_ms = 1500
 `)
 	c, err := LoadCluster(p)
 	require.NoError(t, err)
@@ -40,6 +42,7 @@ keepalive_timeout_ms = 1000
 		Listen: "127.0.0.1:7400", Join: "127.0.0.1:7300",
 		CAFile: filepath.Join(dir, "certs/ca.pem"), CertFile: "/etc/x/node.pem", KeyFile: filepath.Join(dir, "certs/node-key.pem"),
 		Capacity: 4, LocalCapacity: 0, Keepalive: 2 * time.Second, KeepaliveTimeout: time.Second,
+		LivenessInterval: 200 * time.Millisecond, LivenessTimeout: 1500 * time.Millisecond,
 	}, c)
 	require.NoError(t, c.Check(true))
 
@@ -111,4 +114,9 @@ func TestClusterCheckRefusesWhatCannotRun(t *testing.T) {
 	badAddr := ok
 	badAddr.Listen = "nowhere"
 	assert.ErrorIs(t, badAddr.Check(false), ErrCluster)
+
+	slowPing := ok
+	slowPing.LivenessInterval = slowPing.LivenessTimeout
+	assert.ErrorIs(t, slowPing.Check(false), ErrCluster)
+	assert.Contains(t, slowPing.Check(false).Error(), "liveness_interval_ms")
 }

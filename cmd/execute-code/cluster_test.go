@@ -215,7 +215,7 @@ func TestClusterSpreadsSessionsAndSurvivesANodeKill(t *testing.T) {
 		assert.Empty(t, left, "processes of the cluster outlived the test")
 	})
 	certDir := clusterCerts(t, "session", "node1", "node2", "node3")
-	s := startSessionNode(t, certDir, mark)
+	s := startSessionNode(t, certDir, mark, "--liveness-interval-ms", "200", "--liveness-timeout-ms", "1000")
 	nodes := map[string]*clusterProc{}
 	for _, name := range []string{"node1", "node2", "node3"} {
 		nodes[name] = startKernelNode(t, certDir, name, s.addr, mark, 12)
@@ -255,36 +255,49 @@ func TestClusterSpreadsSessionsAndSurvivesANodeKill(t *testing.T) {
 	}
 	assert.Equal(t, sessions, total, "the snapshot counts every live kernel on its node: %v", nodes2)
 
-	// A long cell on a session of node1, and node1 killed under it.
-	var victim, bystander string
-	for sess, n := range where {
-		switch {
-		case n == "node1" && victim == "":
-			victim = sess
-		case n != "node1" && bystander == "":
-			bystander = sess
+	// A long cell on a session of node1, and node1 killed under it; then
+	// the same on node2, frozen (SIGSTOP) instead.
+	pick := func(node string) string {
+		for sess, n := range where {
+			if n == node {
+				return sess
+			}
 		}
+		t.Fatalf("no session on %s", node)
+		return ""
 	}
-	id++
-	longID := id
-	s.send(execLine(longID, victim, "import time\nnotify('running')\ntime.sleep(50)\ntext('never')"))
-	for {
-		m := <-s.lines
-		if _, note := m["notify"]; note {
-			break
+	victim, frozen, bystander := pick("node1"), pick("node2"), pick("node3")
+	lose := func(sess string, node *clusterProc, sig syscall.Signal) time.Duration {
+		id++
+		longID := id
+		s.send(execLine(longID, sess, "import time\nnotify('running')\ntime.sleep(50)\ntext('never')"))
+		for {
+			m := <-s.lines
+			if _, note := m["notify"]; note {
+				break
+			}
+			got, _ := m["id"].(float64)
+			s.answers[got] = m
 		}
-		got, _ := m["id"].(float64)
-		s.answers[got] = m
+		at := time.Now()
+		require.NoError(t, node.cmd.Process.Signal(sig))
+		a := s.answerTo(longID)
+		after := time.Since(at)
+		_, details := resultOf(t, a)
+		assert.Equal(t, "node_lost", details["killed_by"], "%v", a)
+		assert.Equal(t, false, details["state_retained"], "%v", a)
+		return after
 	}
-	killed := time.Now()
-	require.NoError(t, nodes["node1"].cmd.Process.Signal(syscall.SIGKILL))
-	a := s.answerTo(longID)
-	failedAfter := time.Since(killed)
-	t.Logf("in-flight cell failed %v after its node's SIGKILL", failedAfter)
-	_, details := resultOf(t, a)
-	assert.Equal(t, "node_lost", details["killed_by"], "%v", a)
-	assert.Equal(t, false, details["state_retained"], "%v", a)
-	assert.Less(t, failedAfter, 20*time.Second, "the cell failed at its timeout, not at the node's loss")
+	killedAfter := lose(victim, nodes["node1"], syscall.SIGKILL)
+	t.Logf("in-flight cell failed %v after its node's SIGKILL", killedAfter)
+	assert.Less(t, killedAfter, 20*time.Second, "the cell failed at its timeout, not at the node's loss")
+	frozenAfter := lose(frozen, nodes["node2"], syscall.SIGSTOP)
+	t.Logf("in-flight cell failed %v after its node's SIGSTOP (liveness timeout 1 s)", frozenAfter)
+	// The liveness bound (1 s here) plus slack for a loaded machine, and
+	// well under gRPC keepalive's 10 s floor: the property is that a
+	// frozen node is seen gone by the liveness check.
+	assert.Less(t, frozenAfter, 8*time.Second, "the frozen node was not seen gone within its liveness bound")
+	t.Cleanup(func() { _ = nodes["node2"].cmd.Process.Signal(syscall.SIGCONT) })
 
 	// A session elsewhere kept its kernel and state.
 	id++
@@ -298,9 +311,9 @@ func TestClusterSpreadsSessionsAndSurvivesANodeKill(t *testing.T) {
 	s.send(execLine(id, victim, "text(open('whoami.txt').read())\ntext(str('x' in globals()))"))
 	blocks, details = resultOf(t, s.answerTo(id))
 	require.Len(t, blocks, 2, "%v", details)
-	assert.NotEqual(t, "node1", blocks[0])
+	assert.Equal(t, "node3", blocks[0], "the only live node")
 	assert.Equal(t, "False", blocks[1], "nothing of the lost kernel was replayed")
-	s.waitNodes(2, &id)
+	s.waitNodes(1, &id)
 }
 
 // A session node killed with SIGKILL leaves no interpreter on its kernel

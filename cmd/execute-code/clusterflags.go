@@ -14,6 +14,7 @@ type clusterFlags struct {
 	listen, join, ca, cert, key  string
 	capacity, localCapacity      int
 	keepaliveMS, keepaliveTimeMS int
+	livenessMS, livenessTimeMS   int
 }
 
 func (f *clusterFlags) register(fs *flag.FlagSet, node bool) {
@@ -21,6 +22,8 @@ func (f *clusterFlags) register(fs *flag.FlagSet, node bool) {
 	fs.StringVar(&f.ca, "ca", "", "PEM file of the cluster's CA (default: [cluster] ca_file)")
 	fs.StringVar(&f.cert, "cert", "", "PEM file of this node's certificate (default: [cluster] cert_file)")
 	fs.StringVar(&f.key, "key", "", "PEM file of this node's key (default: [cluster] key_file)")
+	fs.IntVar(&f.livenessMS, "liveness-interval-ms", 0, "how often this node pings each peer (default: [cluster] liveness_interval_ms, else 500)")
+	fs.IntVar(&f.livenessTimeMS, "liveness-timeout-ms", 0, "how long a peer may leave its pings unanswered before it is seen gone (default: [cluster] liveness_timeout_ms, else 2000)")
 	fs.IntVar(&f.keepaliveMS, "keepalive-ms", 0, "gRPC keepalive interval (default: [cluster] keepalive_ms, else 10000)")
 	fs.IntVar(&f.keepaliveTimeMS, "keepalive-timeout-ms", 0, "how long a peer may not answer a keepalive (default: [cluster] keepalive_timeout_ms, else 3000)")
 	if node {
@@ -62,6 +65,10 @@ func (f *clusterFlags) load(fs *flag.FlagSet, configFile string, node bool) (con
 			bound(f.capacity, 1, config.MaxNodeCapacity, func(n int) { c.Capacity = n })
 		case "local-capacity":
 			bound(f.localCapacity, 0, config.MaxNodeCapacity, func(n int) { c.LocalCapacity = n })
+		case "liveness-interval-ms":
+			bound(f.livenessMS, 1, maxFlagMS, func(n int) { c.LivenessInterval = time.Duration(n) * time.Millisecond })
+		case "liveness-timeout-ms":
+			bound(f.livenessTimeMS, 1, maxFlagMS, func(n int) { c.LivenessTimeout = time.Duration(n) * time.Millisecond })
 		case "keepalive-ms":
 			bound(f.keepaliveMS, 1, maxFlagMS, func(n int) { c.Keepalive = time.Duration(n) * time.Millisecond })
 		case "keepalive-timeout-ms":
@@ -82,7 +89,8 @@ func clusterFlagGiven(fs *flag.FlagSet) string {
 	name := ""
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
-		case "listen", "join", "ca", "cert", "key", "capacity", "local-capacity", "keepalive-ms", "keepalive-timeout-ms":
+		case "listen", "join", "ca", "cert", "key", "capacity", "local-capacity", "keepalive-ms", "keepalive-timeout-ms",
+			"liveness-interval-ms", "liveness-timeout-ms":
 			name = fl.Name
 		}
 	})
