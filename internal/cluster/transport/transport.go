@@ -279,20 +279,14 @@ func (t *Transport) stop() {
 	t.live.stop()
 	t.in.park(t.forced)
 
-	shut := make(chan struct{})
-	go func() {
-		defer close(shut)
-		// The library can panic here (it sends on a reader's channel
-		// that reader may have closed); what is left is forced below.
-		defer func() { _ = recover() }()
-		t.remote.Shutdown(true)
-	}()
-	select {
-	case <-shut:
-	case <-t.forced:
-	}
+	// Not the library's graceful Shutdown: its endpoint manager sends a
+	// goodbye on every stream reader's channel, which a reader whose
+	// stream is ending closes at the same moment (a send on a closed
+	// channel: a panic, and a data race the race detector reports).
+	// Closing the server and every dialed connection tells each peer as
+	// quickly: its endpoint sees the stream break, and its watchers get
+	// AddressTerminated.
 	t.force()
-	<-shut
 	t.in.wait()
 	t.sys.EventStream.Unsubscribe(t.sub)
 }
