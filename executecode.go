@@ -136,7 +136,11 @@ type Runtime struct {
 	// helperSource is the unconfigured shim a new kernel stages; it
 	// depends only on the configuration, so it is rendered once.
 	helperSource string
-	approver     approval.Approver
+	// perCallModule is the module every per-call run stages (Bootstrap
+	// first, as the runner carries it): the same text for all of them,
+	// each configured by its run's socket.
+	perCallModule string
+	approver      approval.Approver
 
 	spawner *proc.Spawner
 	homes   homes
@@ -215,6 +219,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	r.helperSource = shimpy.RenderModule(r.helpers, cfg.MaxTextBytes, r.specs...)
+	r.perCallModule = proc.Bootstrap + shimpy.RenderPrelude(r.runConfigFD(), r.helpers, cfg.MaxTextBytes, r.specs...)
 	r.base, r.stop = context.WithCancel(context.Background())
 	r.observe()
 	r.warm()
