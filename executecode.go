@@ -219,7 +219,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	r.helperSource = shimpy.RenderModule(r.helpers, cfg.MaxTextBytes, r.specs...)
-	r.perCallModule = proc.Bootstrap + shimpy.RenderPrelude(r.runConfigFD(), r.helpers, cfg.MaxTextBytes, r.specs...)
+	r.perCallModule = proc.Bootstrap + shimpy.RenderPrelude(r.helperSource, r.runConfigFD())
 	r.base, r.stop = context.WithCancel(context.Background())
 	r.observe()
 	r.warm()

@@ -142,7 +142,7 @@ func shimRun(b testing.TB, python, script string, cfg Config) (string, time.Dura
 	defer bells.Close()
 	cfg.Bells = bells
 	helpers := []string{"read"}
-	module := shimpy.RenderPrelude(5, helpers, 0)
+	module := shimpy.RenderPrelude(shimpy.RenderModule(helpers, 0), 5)
 	if err := os.WriteFile(filepath.Join(work, shimpy.ModuleName+".py"), []byte(module), 0o600); err != nil {
 		b.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func newStage(t testing.TB, tools []string, maxTextBytes int, bells *Bells) *sta
 		s.tokenFD = max(bells.Request, bells.Response) + 1
 	}
 	s.bells = bells
-	s.writeModule(t, RenderPrelude(s.tokenFD, tools, maxTextBytes))
+	s.writeModule(t, RenderPrelude(RenderModule(tools, maxTextBytes), s.tokenFD))
 	return s
 }
 

@@ -139,15 +139,15 @@ func RenderModule(tools []string, maxTextBytes int, specs ...tools.Spec) string 
 }
 
 // RenderPrelude returns the module of every per-call run of a runtime:
-// the unconfigured module and a last line that configures it from the
-// socket inherited at tokenFD (RunSocket), which holds the run's token,
-// rpc dir and bells. Nothing of a run is in its text, so the host can
-// have its bytecode made ahead (proc.Command's Module) and every run
-// imports it from there; the shim checks what the socket holds and
+// module, as RenderModule rendered it, with a last line that configures
+// it from the socket inherited at tokenFD (RunSocket), which holds the
+// run's token, rpc dir and bells. Nothing of a run is in its text, so the
+// host can have its bytecode made ahead (proc.Command's Module) and every
+// run imports it from there; the shim checks what the socket holds and
 // stays unconfigured (its helpers say so) on anything but a whole,
 // well-formed configuration.
-func RenderPrelude(tokenFD int, tools []string, maxTextBytes int, specs ...tools.Spec) string {
-	return fmt.Sprintf("%s\n\n_configure_inherited(%d)\n", RenderModule(tools, maxTextBytes, specs...), tokenFD)
+func RenderPrelude(module string, tokenFD int) string {
+	return fmt.Sprintf("%s\n\n_configure_inherited(%d)\n", module, tokenFD)
 }
 
 // quote renders s as a JSON string, which is also a python string literal:
