@@ -503,7 +503,6 @@ const maxCompiled = 16
 
 // compiled is what an earlier interpreter made for key (codeKey, or
 // moduleKey), if the Spawner kept it.
-
 func (s *Spawner) compiled(key string) ([]byte, bool) {
 	if key == "" {
 		return nil, false
