@@ -111,7 +111,7 @@ bench-summary:
 FUZZTIME ?= 60s
 FUZZ_TARGETS := config:FuzzLoad pump:FuzzParseRequest internal/proc:FuzzSanitize \
 	internal/proc:FuzzCapture internal/proc:FuzzScrubStream tools:FuzzReadLines tools:FuzzExtractHTML \
-	shimpy:FuzzRenderPreludeQuoting privatetmp:FuzzParseMarker \
+	shimpy:FuzzRunConfig privatetmp:FuzzParseMarker \
 	kernelworker/internal/frame:FuzzParser kernelworker/internal/frame:FuzzStreamFastPath \
 	kernelworker/internal/frame:FuzzCellFastPath \
 	approval:FuzzParseDecision cmd/execute-code:FuzzServeLine \

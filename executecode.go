@@ -139,7 +139,11 @@ type Runtime struct {
 	// helperSource is the unconfigured shim a new kernel stages; it
 	// depends only on the configuration, so it is rendered once.
 	helperSource string
-	approver     approval.Approver
+	// perCallModule is the module every per-call run stages (Bootstrap
+	// first, as the runner carries it): the same text for all of them,
+	// each configured by its run's socket.
+	perCallModule string
+	approver      approval.Approver
 
 	spawner *proc.Spawner
 	homes   homes
@@ -221,6 +225,7 @@ func New(cfg config.Config, opts ...Option) (*Runtime, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	r.helperSource = shimpy.RenderModule(r.helpers, cfg.MaxTextBytes, r.specs...)
+	r.perCallModule = proc.Bootstrap + shimpy.RenderPrelude(r.helperSource, r.runConfigFD())
 	r.base, r.stop = context.WithCancel(context.Background())
 	r.observe()
 	r.warm()

@@ -59,6 +59,7 @@ type rigOption struct {
 	cfg  func(*config.Config)
 	opts []executecode.Option
 	root string
+	tmp  string
 	pre  func(*executecode.Runtime)
 }
 
@@ -67,6 +68,9 @@ func withCfg(f func(*config.Config)) rigOption { return rigOption{cfg: f} }
 func withOption(o executecode.Option) rigOption { return rigOption{opts: []executecode.Option{o}} }
 
 func withRoot(dir string) rigOption { return rigOption{root: dir} }
+
+// withTmpDir makes the staging roots in dir, which another rig may share.
+func withTmpDir(dir string) rigOption { return rigOption{tmp: dir} }
 
 func beforeUse(f func(*executecode.Runtime)) rigOption { return rigOption{pre: f} }
 
@@ -91,6 +95,9 @@ func newRig(t *testing.T, tune ...rigOption) *rig {
 		}
 		if o.root != "" {
 			r.root = o.root
+		}
+		if o.tmp != "" {
+			r.tmp = o.tmp
 		}
 		if o.pre != nil {
 			pre = append(pre, o.pre)

@@ -28,18 +28,28 @@ var childBells = &shimpy.Bells{Request: 3, Response: 4}
 // the bridge token. Its paths never reach the model (see scrubber).
 type workspace struct {
 	base, rpc, token string
-	// tokenFile is a per-call run's child end of the socket holding the
-	// token: python's last ExtraFile (fd tokenFD), closed by the host once
-	// python has its copy.
-	tokenFile *os.File
-	tokenFD   int
+	// runFile is a per-call run's child end of the socket holding its
+	// token, rpc dir and bells: python's last ExtraFile (fd
+	// runConfigFD), closed by the host once python has its copy.
+	runFile *os.File
+}
+
+// runConfigFD is where a per-call shim reads its run's configuration:
+// after the doorbells (fds 3 and 4) when there are any.
+func (r *Runtime) runConfigFD() int {
+	if r.wakeups {
+		return 5
+	}
+	return 3
 }
 
 // stage builds the workspace (docs/protocol.md, Layout and teardown): base →
 // rpc dir → shim → script, each created privately, and the socket that hands
-// python the token. The token is never written to the workspace or the
-// environment: any process of the user can read those of another run. Any
-// failure removes the base and closes the socket.
+// python the token, the rpc dir and the bells. The shim is the runtime's
+// one per-call module (perCallModule), whose bytecode the interpreter made
+// ahead; nothing of the run is in it. The token is never written to the
+// workspace or the environment: any process of the user can read those of
+// another run. Any failure removes the base and closes the socket.
 func (r *Runtime) stage(root *privatetmp.Root, script string) (ws workspace, err error) {
 	ws.base, err = privatetmp.ReserveDir(root.Path(), "exec-code")
 	if err != nil {
@@ -48,8 +58,8 @@ func (r *Runtime) stage(root *privatetmp.Root, script string) (ws workspace, err
 	defer func() {
 		if err != nil {
 			_, _ = privatetmp.RemoveBounded(ws.base, privatetmp.RemoveLimit)
-			if ws.tokenFile != nil {
-				_ = ws.tokenFile.Close()
+			if ws.runFile != nil {
+				_ = ws.runFile.Close()
 			}
 		}
 	}()
@@ -59,19 +69,14 @@ func (r *Runtime) stage(root *privatetmp.Root, script string) (ws workspace, err
 	if ws.token, err = pump.NewToken(); err != nil {
 		return ws, err
 	}
-	if ws.tokenFile, err = shimpy.TokenSocket(ws.token); err != nil {
+	run := shimpy.RunConfig{Token: ws.token, Dir: ws.rpc}
+	if r.wakeups {
+		run.Bells = childBells
+	}
+	if ws.runFile, err = shimpy.RunSocket(run); err != nil {
 		return ws, err
 	}
-	var b *shimpy.Bells
-	ws.tokenFD = 3
-	if r.wakeups {
-		b = childBells
-		ws.tokenFD = 5
-	}
-	module := shimpy.RenderPrelude(ws.rpc, ws.tokenFD, r.helpers, r.cfg.MaxTextBytes, b, r.specs...)
-	// The script's first line imports the module, whose first statement
-	// waits for the host to apply the limits.
-	if err = privatetmp.WriteFile(ws.base, shimpy.ModuleName+".py", []byte(proc.Bootstrap+module)); err != nil {
+	if err = privatetmp.WriteFile(ws.base, shimpy.ModuleName+".py", []byte(r.perCallModule)); err != nil {
 		return ws, err
 	}
 	err = privatetmp.WriteFile(ws.base, "script.py", []byte(shimpy.RenderScript(script, r.helpers, r.specs...)))
@@ -136,7 +141,7 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 		return outcome{}, fmt.Errorf("%w: %s", ErrWorkspace, r.scrubError(err))
 	}
 	defer privatetmp.Teardown(ws.base, privatetmp.LabelWorkspace, &r.log)
-	closeToken := sync.OnceFunc(func() { _ = ws.tokenFile.Close() })
+	closeToken := sync.OnceFunc(func() { _ = ws.runFile.Close() })
 	defer closeToken()
 
 	var bells *bell.Pair
@@ -227,7 +232,7 @@ func (p perCallRunner) spawn(ctx context.Context, rn run, ws workspace, bells *b
 	if bells != nil {
 		cmd.ExtraFiles = bells.ChildFiles()
 	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, ws.tokenFile)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, ws.runFile)
 	sb, err := r.confine(ctx, rn.python, ws.base, ws.base)
 	if err != nil {
 		r.closeCapture(capture)
@@ -249,7 +254,10 @@ func (p perCallRunner) spawn(ctx context.Context, rn run, ws workspace, bells *b
 // lim but for what is the run's own (its script, descriptors, output and
 // the sandbox's rules): python3 on script.py in the tool root, the
 // host's environment without bytecode writing, the helper set as its
-// tag. A warm interpreter of this shape serves the runs (see warm).
+// tag, and the per-call module, which the interpreter compiles ahead
+// (once per runtime: see proc.Command's Module) and leaves as its checked
+// bytecode cache beside script.py. A warm interpreter of this shape
+// serves the runs (see warm).
 func (r *Runtime) perCallCommand(python string, lim proc.Limits) proc.Command {
 	cmd := proc.Command{
 		Path:   python,
@@ -258,6 +266,7 @@ func (r *Runtime) perCallCommand(python string, lim proc.Limits) proc.Command {
 		Env:    append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"),
 		Limits: lim,
 		Tag:    "per-call " + r.toolsDigest,
+		Module: proc.ModuleSource{Name: shimpy.ModuleName + ".py", Source: r.perCallModule},
 	}
 	if r.sandbox.on {
 		cmd.Sandbox = &proc.Sandbox{}

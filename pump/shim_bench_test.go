@@ -142,14 +142,14 @@ func shimRun(b testing.TB, python, script string, cfg Config) (string, time.Dura
 	defer bells.Close()
 	cfg.Bells = bells
 	helpers := []string{"read"}
-	module := shimpy.RenderPrelude(dir, 5, helpers, 0, &shimpy.Bells{Request: 3, Response: 4})
+	module := shimpy.RenderPrelude(shimpy.RenderModule(helpers, 0), 5)
 	if err := os.WriteFile(filepath.Join(work, shimpy.ModuleName+".py"), []byte(module), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(work, "script.py"), []byte(shimpy.RenderScript(script, helpers)), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	tok, err := shimpy.TokenSocket(cfg.Token)
+	tok, err := shimpy.RunSocket(shimpy.RunConfig{Token: cfg.Token, Dir: dir, Bells: &shimpy.Bells{Request: 3, Response: 4}})
 	if err != nil {
 		b.Fatal(err)
 	}

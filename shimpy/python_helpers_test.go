@@ -51,13 +51,16 @@ type stage struct {
 	rpc   string
 	token string
 	tools []string
-	// tokenFD, when set, is where the configured prelude reads its token:
-	// start hands every run a fresh socket holding it there.
-	tokenFD int
+	// tokenFD, when set, is where the configured prelude reads its run's
+	// configuration: start hands every run a fresh socket holding the
+	// token, rpc and bells there, or runConfig when it is set.
+	tokenFD   int
+	bells     *Bells
+	runConfig []byte
 }
 
-// newStage writes a configured prelude (per-call shape): the token comes
-// at fd 3, or after the bells.
+// newStage writes a configured prelude (per-call shape): the run's
+// configuration comes at fd 3, or after the bells.
 func newStage(t testing.TB, tools []string, maxTextBytes int, bells *Bells) *stage {
 	t.Helper()
 	s := newBareStage(t, tools)
@@ -65,7 +68,8 @@ func newStage(t testing.TB, tools []string, maxTextBytes int, bells *Bells) *sta
 	if bells != nil {
 		s.tokenFD = max(bells.Request, bells.Response) + 1
 	}
-	s.writeModule(t, RenderPrelude(s.rpc, s.tokenFD, tools, maxTextBytes, bells))
+	s.bells = bells
+	s.writeModule(t, RenderPrelude(RenderModule(tools, maxTextBytes), s.tokenFD))
 	return s
 }
 
@@ -127,7 +131,11 @@ func (s *stage) start(t testing.TB, script string, extra ...*os.File) *proc {
 	var tokenFile *os.File
 	if s.tokenFD > 0 {
 		var err error
-		tokenFile, err = TokenSocket(s.token)
+		if s.runConfig != nil {
+			tokenFile, err = socketHolding(s.runConfig)
+		} else {
+			tokenFile, err = RunSocket(RunConfig{Token: s.token, Dir: s.rpc, Bells: s.bells})
+		}
 		require.NoError(t, err)
 		defer tokenFile.Close()
 		for len(cmd.ExtraFiles) < s.tokenFD-3 {

@@ -138,21 +138,16 @@ func RenderModule(tools []string, maxTextBytes int, specs ...tools.Spec) string 
 	return strings.Join(parts, "\n\n")
 }
 
-// RenderPrelude returns the module configured for one per-call run: the
-// rpc dir appears exactly once, JSON-escaped (which python reads as the
-// same string literal). The token is not in it: the shim reads it at
-// import from the inherited socket tokenFD, which the host wrote the token
-// into and closed its end of, and closes it. bells nil means the shim
-// polls. dir must be valid UTF-8; invalid bytes would become U+FFFD.
-func RenderPrelude(rpcDir string, tokenFD int, tools []string, maxTextBytes int, bells *Bells, specs ...tools.Spec) string {
-	var b strings.Builder
-	b.WriteString(RenderModule(tools, maxTextBytes, specs...))
-	fmt.Fprintf(&b, "\n\n_configure(%s, _inherited_token(%d), %d", quote(rpcDir), tokenFD, textBudget(maxTextBytes))
-	if bells != nil {
-		fmt.Fprintf(&b, ", bells=(%d, %d)", bells.Request, bells.Response)
-	}
-	b.WriteString(")\n")
-	return b.String()
+// RenderPrelude returns the module of every per-call run of a runtime:
+// module, as RenderModule rendered it, with a last line that configures
+// it from the socket inherited at tokenFD (RunSocket), which holds the
+// run's token, rpc dir and bells. Nothing of a run is in its text, so the
+// host can have its bytecode made ahead (proc.Command's Module) and every
+// run imports it from there; the shim checks what the socket holds and
+// stays unconfigured (its helpers say so) on anything but a whole,
+// well-formed configuration.
+func RenderPrelude(module string, tokenFD int) string {
+	return fmt.Sprintf("%s\n\n_configure_inherited(%d)\n", module, tokenFD)
 }
 
 // quote renders s as a JSON string, which is also a python string literal:

@@ -2,7 +2,6 @@ package shimpy
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -107,70 +106,46 @@ func TestRenderModuleCarriesTheProtocolVersion(t *testing.T) {
 	assert.Contains(t, RenderModule(nil, 0), "\n_PROTOCOL_VERSION = 1\n")
 }
 
-func TestRenderPreludeConfiguresTheDirOnceAndReadsTheTokenFromItsSocket(t *testing.T) {
-	dir := "/tmp/private/exec-code-AbCdEfGhIj/rpc-KlMnOpQrSt"
-	prelude := RenderPrelude(dir, 5, []string{"read", "ls"}, 0, nil)
-	module := RenderModule([]string{"read", "ls"}, 0)
-	assert.Equal(t, module+"\n\n_configure(\""+dir+"\", _inherited_token(5), 65536)\n", prelude)
-	assert.Equal(t, 1, strings.Count(prelude, dir))
-}
-
-func TestRenderPreludePassesTheBudget(t *testing.T) {
-	prelude := RenderPrelude("/d", 3, nil, 64, nil)
-	assert.True(t, strings.HasSuffix(prelude, "\n\n_configure(\"/d\", _inherited_token(3), 64)\n"), prelude[len(prelude)-80:])
-}
-
-func TestRenderPreludeRendersBells(t *testing.T) {
-	cases := []struct {
-		bells *Bells
-		want  string
-	}{
-		{nil, "\n\n_configure(\"/d\", _inherited_token(3), 65536)\n"},
-		{&Bells{Request: 3, Response: 4}, "\n\n_configure(\"/d\", _inherited_token(3), 65536, bells=(3, 4))\n"},
-		{&Bells{Request: 9, Response: 12}, "\n\n_configure(\"/d\", _inherited_token(3), 65536, bells=(9, 12))\n"},
-	}
-	for _, tc := range cases {
-		got := RenderPrelude("/d", 3, nil, 0, tc.bells)
-		assert.True(t, strings.HasSuffix(got, tc.want), "got tail %q", got[len(got)-60:])
-	}
-}
-
-func TestRenderPreludeEscapesTheDirAsAOneLineLiteral(t *testing.T) {
-	dir := "/tmp/a \"quoted\" \\ back\nslash <&> \u2028\u2029 é\x01"
-	prelude := RenderPrelude(dir, 5, nil, 0, nil)
-	line := prelude[strings.LastIndex(strings.TrimSuffix(prelude, "\n"), "\n")+1:]
-	require.True(t, strings.HasPrefix(line, "_configure("), line)
-	assert.NotContains(t, strings.TrimSuffix(line, "\n"), "\n")
-	assert.NotContains(t, line, "\u2028")
-	assert.NotContains(t, line, "\u2029")
-	assert.Equal(t, dir, configureDir(t, prelude, 5))
+// The per-call prelude holds nothing of a run: the same text for every
+// run of a helper set, ending in the one line that reads the run's
+// configuration from the socket at tokenFD.
+func TestRenderPreludeIsTheModuleConfiguredFromItsSocket(t *testing.T) {
+	module := RenderModule([]string{"read", "ls"}, 64)
+	assert.Equal(t, module+"\n\n_configure_inherited(5)\n", RenderPrelude(module, 5))
+	assert.Contains(t, RenderPrelude(module, 3), "\n_DEFAULT_TEXT_BUDGET = 64\n", "the budget is the module's own")
 }
 
 func TestRenderingIsDeterministic(t *testing.T) {
 	tools := []string{"webfetch", "read", "grep"}
-	bells := &Bells{Request: 3, Response: 4}
-	first := RenderPrelude("/d", 5, tools, 100, bells)
+	first := RenderPrelude(RenderModule(tools, 100), 5)
 	for range 20 {
-		assert.Equal(t, first, RenderPrelude("/d", 5, tools, 100, bells))
+		assert.Equal(t, first, RenderPrelude(RenderModule(tools, 100), 5))
 	}
-	assert.Equal(t, RenderModule(tools, 100), RenderModule(tools, 100))
 	assert.Equal(t, RenderScript("x", tools), RenderScript("x", tools))
 }
 
-// configureDir decodes the dir string literal of the prelude's final
-// _configure line, which must go on to read the token from tokenFD.
-func configureDir(t *testing.T, prelude string, tokenFD int) string {
-	t.Helper()
-	const marker = "\n\n_configure("
-	i := strings.LastIndex(prelude, marker)
-	require.GreaterOrEqual(t, i, 0)
-	rest := prelude[i+len(marker):]
-	dec := json.NewDecoder(strings.NewReader(rest))
-	var dir string
-	require.NoError(t, dec.Decode(&dir))
-	want := fmt.Sprintf(", _inherited_token(%d), ", tokenFD)
-	require.True(t, strings.HasPrefix(rest[dec.InputOffset():], want), rest[dec.InputOffset():])
-	return dir
+// What the host refuses to send is what the shim would refuse to read.
+func TestARunConfigTheShimWouldRefuseIsNotSent(t *testing.T) {
+	long := "/" + strings.Repeat("d", maxRunDir)
+	for name, cfg := range map[string]RunConfig{
+		"no token":       {Dir: "/d"},
+		"NUL in token":   {Token: "a\x00b", Dir: "/d"},
+		"space in token": {Token: "a b", Dir: "/d"},
+		"token too long": {Token: strings.Repeat("t", maxRunToken+1), Dir: "/d"},
+		"relative dir":   {Token: "t", Dir: "d"},
+		"NUL in dir":     {Token: "t", Dir: "/d\x00e"},
+		"dir too long":   {Token: "t", Dir: long},
+		"bells below 3":  {Token: "t", Dir: "/d", Bells: &Bells{Request: 1, Response: 4}},
+		"one bell twice": {Token: "t", Dir: "/d", Bells: &Bells{Request: 4, Response: 4}},
+		"bell too high":  {Token: "t", Dir: "/d", Bells: &Bells{Request: 3, Response: 1000000}},
+	} {
+		f, err := RunSocket(cfg)
+		assert.ErrorIs(t, err, ErrRunConfig, name)
+		assert.Nil(t, f, name)
+	}
+	got, err := RunConfig{Token: "t", Dir: "/d\ne", Bells: &Bells{Request: 3, Response: 4}}.encode()
+	require.NoError(t, err)
+	assert.Equal(t, "exec_tools run 1\x00t\x00/d\ne\x003,4\x00", string(got))
 }
 
 func TestHostStubIsGeneratedFromItsSpec(t *testing.T) {

@@ -66,14 +66,17 @@ print(json.dumps({"found": found, "env": any(token.decode() in v for v in os.env
 }
 
 // A pipe at the token's fd (which another process could reopen through
-// /proc and read first) is not taken for the token: the bridge stays
-// unconfigured rather than run on a token someone else may hold.
+// /proc and read first) is not taken for the run's configuration, whole
+// as it is: the bridge stays unconfigured rather than run on a token
+// someone else may hold.
 func TestATokenFromAnythingButASocketLeavesTheBridgeUnconfigured(t *testing.T) {
 	s := newStage(t, nil, 0, nil)
 	s.tokenFD = 0 // start hands over no socket: fd 3 is the pipe below
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
-	_, err = w.WriteString(testToken)
+	whole, err := RunConfig{Token: testToken, Dir: s.rpc}.encode()
+	require.NoError(t, err)
+	_, err = w.Write(whole)
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
 	defer r.Close()

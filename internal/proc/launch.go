@@ -230,7 +230,9 @@ type interp struct {
 	started time.Time
 	// codeKey names the compiled launcher's cache entry: "" when the
 	// binary could not be identified (then it gets the source).
-	codeKey string
+	// moduleKey names the entry of its module's bytecode cache: "" when
+	// there is no module, or no codeKey.
+	codeKey, moduleKey string
 	// ready is closed once the launcher waits for its run, or once it
 	// cannot (readyErr).
 	ready    chan struct{}
@@ -258,6 +260,7 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 	defer cio.closeChildEnds()
 	it := &interp{sh: sh, hs: cio.release, ready: make(chan struct{}), early: NewTailBuffer(earlyBound),
 		codeKey: codeKeyOf(sh)}
+	it.moduleKey = moduleKeyOf(it.codeKey, sh)
 	cio.release = nil // the interpreter's now, until its run is sent
 	closeHost := func() {
 		it.hs.Close()
@@ -342,11 +345,15 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 		// binary and shape, else as source (this one then hands its code
 		// back: see awaitReady).
 		typ, launcher := byte('L'), []byte(launcherSource)
-		if code, ok := s.launcherCode(it.codeKey); ok {
+		if code, ok := s.compiled(it.codeKey); ok {
 			typ, launcher = 'C', code
 		}
+		// The module's bytecode cache an earlier interpreter of this
+		// binary and shape made, if the Spawner has it: this one checks
+		// it against the source and compiles only if it does not fit.
+		pyc, _ := s.compiled(it.moduleKey)
 		_, gerr = it.hs.Write(message(typ, launcher, []byte(sh.prepared),
-			[]byte(sh.module.Name), []byte(sh.module.Source)))
+			[]byte(sh.module.Name), []byte(sh.module.Source), pyc))
 		if gerr != nil {
 			gerr = fmt.Errorf("handshake: %w", gerr)
 		}
@@ -364,25 +371,38 @@ func (s *Spawner) fork(ctx context.Context, sh shape) (*interp, error) {
 // awaitReady reads the launcher's "w": it compiled what it was given and
 // waits for its run. An interpreter given the launcher's source first
 // hands back its code ("m", the length in 8 hex digits, marshal's bytes),
-// which s keeps for the next of its binary and shape.
+// one that compiled its module hands back the module's bytecode cache
+// ("p", likewise); s keeps both for the next interpreter of its binary
+// (and, for the module, its shape).
 func (it *interp) awaitReady(s *Spawner) {
 	defer close(it.ready)
 	var b [2]byte
-	if _, err := io.ReadFull(it.hs, b[:1]); err != nil {
-		it.readyErr = fmt.Errorf("%w: %w", errGone, err)
-		return
-	}
-	if b[0] == 'm' {
-		code, err := readLauncherCode(it.hs)
-		if err != nil {
-			it.readyErr = fmt.Errorf("%w: %w", errGone, err)
-			return
-		}
-		s.keepLauncherCode(it.codeKey, code)
+	for {
 		if _, err := io.ReadFull(it.hs, b[:1]); err != nil {
 			it.readyErr = fmt.Errorf("%w: %w", errGone, err)
 			return
 		}
+		switch b[0] {
+		case 'm':
+			code, err := readLauncherCode(it.hs)
+			if err != nil {
+				it.readyErr = fmt.Errorf("%w: %w", errGone, err)
+				return
+			}
+			s.keepCompiled(it.codeKey, code)
+			continue
+		case 'p':
+			pyc, err := readModuleCache(it.hs)
+			if err != nil {
+				it.readyErr = fmt.Errorf("%w: %w", errGone, err)
+				return
+			}
+			if pyc != nil {
+				s.keepCompiled(it.moduleKey, pyc)
+			}
+			continue
+		}
+		break
 	}
 	if _, err := io.ReadFull(it.hs, b[1:]); err != nil {
 		it.readyErr = fmt.Errorf("%w: %w", errGone, err)
@@ -413,6 +433,46 @@ func readLauncherCode(r io.Reader) ([]byte, error) {
 	return code, nil
 }
 
+// maxModuleCache bounds a module's bytecode cache the host keeps: the
+// helper module's is some 50 KiB, several hundred host tools' stubs
+// would not reach this.
+const maxModuleCache = 8 << 20
+
+// readModuleCache reads a module's bytecode cache; one larger than
+// maxModuleCache is read past and not kept (nil), since the interpreter
+// still has it for its run.
+func readModuleCache(r io.Reader) ([]byte, error) {
+	var n [8]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	size, err := strconv.ParseUint(string(n[:]), 16, 32)
+	if err != nil {
+		return nil, fmt.Errorf("module cache of %q bytes", n[:])
+	}
+	if size > maxModuleCache {
+		_, err := io.CopyN(io.Discard, r, int64(size))
+		return nil, err
+	}
+	pyc := make([]byte, size)
+	if _, err := io.ReadFull(r, pyc); err != nil {
+		return nil, err
+	}
+	return pyc, nil
+}
+
+// moduleKeyOf names the cache entry of sh's module as compiled by an
+// interpreter of codeKey: a cache is handed only to interpreters of the
+// same binary and optimization level and of the same shape (interpreter,
+// start-up environment, confinement, module source), so an interpreter
+// to be confined never gets bytes made by one that starts otherwise.
+func moduleKeyOf(codeKey string, sh shape) string {
+	if codeKey == "" || sh.module.Name == "" {
+		return ""
+	}
+	return "module\x00" + codeKey + "\x00" + sh.key
+}
+
 // codeKeyOf names what python's compiled code depends on: the binary its
 // interpreter runs (an upgrade in place changes its identity) and the
 // optimization level (-O flags, PYTHONOPTIMIZE), so code is only ever
@@ -436,11 +496,14 @@ func codeKeyOf(sh shape) string {
 	return fmt.Sprintf("%s\x00%q\x00%q\x00%d:%d:%d:%d:%d", real, sh.flags, optimize, st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
 }
 
-// maxLauncherCodes bounds the cache: one entry per binary and
-// optimization level the runtime starts.
-const maxLauncherCodes = 16
+// maxCompiled bounds the cache: one launcher per binary and
+// optimization level the runtime starts, and one module cache per shape
+// with a module (a runtime's kernels and per-call runs).
+const maxCompiled = 16
 
-func (s *Spawner) launcherCode(key string) ([]byte, bool) {
+// compiled is what an earlier interpreter made for key (codeKey, or
+// moduleKey), if the Spawner kept it.
+func (s *Spawner) compiled(key string) ([]byte, bool) {
 	if key == "" {
 		return nil, false
 	}
@@ -450,13 +513,14 @@ func (s *Spawner) launcherCode(key string) ([]byte, bool) {
 	return code, ok
 }
 
-func (s *Spawner) keepLauncherCode(key string, code []byte) {
+// keepCompiled keeps what an interpreter made, before its run, for key.
+func (s *Spawner) keepCompiled(key string, code []byte) {
 	if key == "" {
 		return
 	}
 	s.codeMu.Lock()
 	defer s.codeMu.Unlock()
-	if s.code == nil || len(s.code) >= maxLauncherCodes {
+	if s.code == nil || len(s.code) >= maxCompiled {
 		s.code = map[string][]byte{}
 	}
 	s.code[key] = code

@@ -53,22 +53,49 @@ if _precompiled is not None:
                     pass  # the program's own import fails as it would
 _module_name = _os.fsdecode(_take(int(_take(8), 16)))
 _module_source = _take(int(_take(8), 16))
+# What an earlier interpreter of this binary and shape made of the same
+# source, when the host kept it (empty otherwise).
+_module_given = _take(int(_take(8), 16))
 # The module's checked hash-based .pyc (PEP 552), made now and written
 # beside the program at the run: import validates it against the file's
 # bytes, so it is used only while the file holds the source it was made
-# of, and the import compiles nothing.
+# of, and the import compiles nothing. The one given is taken only if it
+# is such a cache of exactly this source and holds code; one made here is
+# handed back ("p", the length in 8 hex digits, the bytes), so that the
+# host gives it to the next interpreter of this binary and shape, which
+# then compiles nothing either.
 _module_pyc = None
+
+
+def _fits(pyc, ext, source_hash):
+    # A checked (flags 3) hash-based cache of this source, by this
+    # interpreter's magic number, holding code.
+    try:
+        import marshal
+
+        return (pyc[:8] == ext.MAGIC_NUMBER + b"\x03\x00\x00\x00" and pyc[8:16] == source_hash
+                and type(marshal.loads(memoryview(pyc)[16:])) is _CodeType)
+    except Exception:
+        return False
+
+
 if _module_name and not getattr(_sys, "pycache_prefix", None):
     try:
         import _imp
 
         _ext = _sys.modules["_frozen_importlib_external"]
-        _module_pyc = _ext._code_to_hash_pyc(
-            compile(_module_source, "<execute-code module>", "exec", dont_inherit=True),
-            _imp.source_hash(_ext._RAW_MAGIC_NUMBER, _module_source), True)
+        _hash = _imp.source_hash(_ext._RAW_MAGIC_NUMBER, _module_source)
+        if _fits(_module_given, _ext, _hash):
+            _module_pyc = _module_given
+        else:
+            _module_pyc = _ext._code_to_hash_pyc(
+                compile(_module_source, "<execute-code module>", "exec", dont_inherit=True), _hash, True)
+            _b = b"p%08x" % len(_module_pyc) + _module_pyc
+            while _b:
+                _b = _b[_os.write(_fd, _b):]
     except BaseException:
         _module_pyc = None  # the import compiles the file, as without
-del _module_source
+del _module_source, _module_given
 import _socket
 
 # What the start-up left in python's buffers stays with the start-up's

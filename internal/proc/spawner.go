@@ -84,10 +84,12 @@ type Command struct {
 	// code when Main holds exactly these bytes (else it compiles Main).
 	MainSource string
 	// Module, when its Name is set, is a module file beside Main that the
-	// program imports (a kernel's helper module): the interpreter
-	// compiles its Source ahead too, and at the run leaves a checked
-	// bytecode cache of it in __pycache__ beside Main, which python's
-	// import uses only while the file holds exactly Source.
+	// program imports (a kernel's or a per-call run's helper module): the
+	// interpreter compiles its Source ahead too, or takes the cache an
+	// earlier interpreter of its binary and shape made (so a Spawner
+	// compiles a module once), and at the run leaves a checked bytecode
+	// cache of it in __pycache__ beside Main, which python's import uses
+	// only while the file holds exactly Source.
 	Module ModuleSource
 	// Tag names whatever else shapes the program (the helper set): a
 	// warm interpreter serves only commands of its own tag.
@@ -108,8 +110,10 @@ const programLauncher = "import os, sys\nos.execv(sys.argv[1], sys.argv[1:])\n"
 type Spawner struct {
 	guard *guard
 	pool  *pool
-	// code holds the launcher as compiled code, by binary and shape
-	// (launch.go, codeKeyOf).
+	// code holds the launcher as compiled code, by binary and
+	// optimization level (launch.go, codeKeyOf), and the modules'
+	// bytecode caches, by binary and shape (moduleKeyOf): each made by an
+	// interpreter before its run.
 	codeMu sync.Mutex
 	code   map[string][]byte
 	// launched counts the interpreters forked for a Main.

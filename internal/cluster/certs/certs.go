@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 )
 
@@ -40,7 +41,11 @@ var (
 	ErrInvalidFile = errors.New("invalid certificate file")
 )
 
-var nameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+// nameRe is compiled at its first use, not at start-up: the bounded
+// repetition unrolls into a program whose compilation was the largest
+// package initialiser of every execute-code start (about 1 ms), and only
+// `node certs` needs it.
+var nameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`) })
 
 // WriteDev writes a development CA (ca.pem, ca-key.pem) and, for each
 // name, NAME.pem and NAME-key.pem into dir, creating it 0700 if missing.
@@ -53,7 +58,7 @@ func WriteDev(dir string, names []string, now time.Time) ([]string, error) {
 	}
 	seen := map[string]bool{"ca": true}
 	for _, n := range names {
-		if !nameRe.MatchString(n) || seen[n] {
+		if !nameRe().MatchString(n) || seen[n] {
 			return nil, fmt.Errorf("%w: %q (lower-case letters, digits and '-', unique, not \"ca\")", ErrBadName, n)
 		}
 		seen[n] = true
