@@ -48,10 +48,10 @@ func shimRun(ctx context.Context, t *testing.T, script string, helpers []string,
 	require.NoError(t, err)
 	defer bells.Close()
 	cfg.Dir, cfg.Token, cfg.Bells, cfg.PollInterval = dir, token, bells, time.Hour
-	module := shimpy.RenderPrelude(dir, 5, helpers, 0, &shimpy.Bells{Request: 3, Response: 4})
+	module := shimpy.RenderPrelude(shimpy.RenderModule(helpers, 0), 5)
 	require.NoError(t, os.WriteFile(filepath.Join(work, shimpy.ModuleName+".py"), []byte(module), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(work, "script.py"), []byte(shimpy.RenderScript(script, helpers)), 0o600))
-	tok, err := shimpy.TokenSocket(token)
+	tok, err := shimpy.RunSocket(shimpy.RunConfig{Token: token, Dir: dir, Bells: &shimpy.Bells{Request: 3, Response: 4}})
 	require.NoError(t, err)
 
 	srv, err := pump.StartServer(cfg)
