@@ -225,7 +225,7 @@ func (r *Runtime) clusterNodes(ctx context.Context) ([]introspect.Node, error) {
 	}
 	out := make([]introspect.Node, len(ns))
 	for i, n := range ns {
-		out[i] = introspect.Node{Local: n.Local, Capacity: n.Capacity, Kernels: n.Kernels}
+		out[i] = introspect.Node{Local: n.Local, Capacity: n.Capacity, Kernels: n.Kernels, Address: n.Address}
 	}
 	return out, nil
 }

@@ -52,6 +52,7 @@ type Metrics struct {
 	events []prometheus.Collector
 
 	up, live, capacity, phases, inflight, queued, deepest, owners, forked, eventsDropped *prometheus.Desc
+	nodeCapacity, nodeKernels                                                            *prometheus.Desc
 }
 
 // NewMetrics builds the collector. snapshot is read at every scrape for
@@ -109,6 +110,8 @@ func NewMetrics(snapshot func(context.Context) (Snapshot, error), dropped func()
 	m.deepest = gauge("deepest_queue", "The longest queue of one kernel.")
 	m.owners = gauge("owners", "Sessions holding at least one kernel.")
 	m.forked = gauge("forked_owners", "Sessions holding a fork of a shared kernel.")
+	m.nodeCapacity = gauge("cluster_node_capacity", "A cluster session side's nodes: each one's kernel capacity, by node (its address, or local).", "node")
+	m.nodeKernels = gauge("cluster_node_kernels", "A cluster session side's nodes: each one's live kernels, by node (its address, or local).", "node")
 	m.eventsDropped = gauge("telemetry_events_dropped_total", "Telemetry events not delivered to a subscriber (its queue was full, or the bus closed).")
 	return m
 }
@@ -207,7 +210,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 	for _, d := range []*prometheus.Desc{m.up, m.live, m.capacity, m.phases, m.inflight, m.queued,
-		m.deepest, m.owners, m.forked, m.eventsDropped} {
+		m.deepest, m.owners, m.forked, m.eventsDropped, m.nodeCapacity, m.nodeKernels} {
 		ch <- d
 	}
 }
@@ -245,4 +248,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(m.deepest, s.Queues.Deepest)
 	gauge(m.owners, s.Owners)
 	gauge(m.forked, s.ForkedOwners)
+	for _, n := range s.Nodes {
+		name := n.Address
+		if n.Local {
+			name = "local"
+		}
+		gauge(m.nodeCapacity, n.Capacity, name)
+		gauge(m.nodeKernels, n.Kernels, name)
+	}
 }

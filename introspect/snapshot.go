@@ -43,6 +43,9 @@ type Node struct {
 	Local    bool `json:"local,omitempty"`
 	Capacity int  `json:"capacity"`
 	Kernels  int  `json:"kernels"`
+	// Address is the node's host:port, for the operator's metrics only:
+	// the snapshot a host may show to anyone never carries it.
+	Address string `json:"-"`
 }
 
 // Sandbox is the protections an interpreter runs under: the Landlock ABI

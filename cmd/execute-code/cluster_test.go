@@ -5,6 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +54,7 @@ type sessionNode struct {
 	*serveProc
 	proc    *clusterProc
 	addr    string
+	metrics string
 	answers map[float64]map[string]any
 }
 
@@ -60,11 +65,15 @@ func startSessionNode(t *testing.T, certDir, mark string, extra ...string) *sess
 	args := append([]string{"--cluster", "--listen", "127.0.0.1:0", "--local-capacity", "0"}, tlsFlags(certDir, "session")...)
 	p, stderr := launchServe(t, t.TempDir(), []string{markEnv + "=" + mark}, true, append(args, extra...)...)
 	addrs := make(chan string, 1)
+	metrics := make(chan string, 1)
 	go func() {
 		// Drained to the end: serve must never block on its stderr.
 		sent := false
 		for {
 			line, err := stderr.ReadString('\n')
+			if _, url, ok := strings.Cut(line, "metrics at "); ok {
+				metrics <- strings.TrimSpace(url)
+			}
 			if !sent {
 				if _, addr, ok := strings.Cut(line, "listening on "); ok {
 					addrs <- strings.TrimSpace(addr)
@@ -86,6 +95,13 @@ func startSessionNode(t *testing.T, certDir, mark string, extra ...string) *sess
 		s.addr = addr
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve --cluster did not say where it listens")
+	}
+	if slices.Contains(extra, "--metrics-addr") {
+		select {
+		case s.metrics = <-metrics:
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve --cluster did not say where its metrics are")
+		}
 	}
 	return s
 }
@@ -215,7 +231,8 @@ func TestClusterSpreadsSessionsAndSurvivesANodeKill(t *testing.T) {
 		assert.Empty(t, left, "processes of the cluster outlived the test")
 	})
 	certDir := clusterCerts(t, "session", "node1", "node2", "node3")
-	s := startSessionNode(t, certDir, mark, "--liveness-interval-ms", "200", "--liveness-timeout-ms", "1000")
+	s := startSessionNode(t, certDir, mark, "--liveness-interval-ms", "200", "--liveness-timeout-ms", "1000",
+		"--metrics-addr", "127.0.0.1:0")
 	nodes := map[string]*clusterProc{}
 	for _, name := range []string{"node1", "node2", "node3"} {
 		nodes[name] = startKernelNode(t, certDir, name, s.addr, mark, 12)
@@ -254,6 +271,23 @@ func TestClusterSpreadsSessionsAndSurvivesANodeKill(t *testing.T) {
 		total += int(nd.(map[string]any)["kernels"].(float64))
 	}
 	assert.Equal(t, sessions, total, "the snapshot counts every live kernel on its node: %v", nodes2)
+	assert.NotContains(t, mustJSON(t, nodes2), "127.0.0.1", "the snapshot names no node")
+
+	// The operator's metrics give each node's figures by its address.
+	resp, err := http.Get(s.metrics)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	perNodeMetric := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, `execute_code_cluster_node_kernels{node="127.0.0.1:`); ok {
+			n, err := strconv.Atoi(strings.Fields(rest)[1])
+			require.NoError(t, err, line)
+			perNodeMetric += n
+		}
+	}
+	assert.Equal(t, sessions, perNodeMetric, "per-node kernels in the metrics")
 
 	// A long cell on a session of node1, and node1 killed under it; then
 	// the same on node2, frozen (SIGSTOP) instead.
