@@ -184,7 +184,10 @@ func (p perCallRunner) run(ctx context.Context, rn run) (outcome, error) {
 	})
 	defer stopKill()
 
-	stats := r.servePerCall(runCtx, p.bridge(rn, ws, bells, sc, policy, approvals), proc.Done())
+	// The bridge serves until the interpreter exits, not until its output
+	// is drained: a call published after the exit (by a descendant that
+	// escaped) is tool work nobody waits for (docs/protocol.md).
+	stats := r.servePerCall(runCtx, p.bridge(rn, ws, bells, sc, policy, approvals), proc.Exited())
 	<-proc.Done()
 
 	o := outcome{ran: true, stats: stats, scrub: sc, timeout: rn.timeout, started: rn.started, sandbox: proc.Sandbox(),

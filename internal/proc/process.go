@@ -47,6 +47,7 @@ type Process struct {
 	forks0  uint64                    // ForkCount before the fork; 0 if unknown
 	unguard func(pid int, swept bool) // the guard forgets the session: see wait
 	done    chan struct{}
+	exited  chan struct{}
 	// sandbox is what the interpreter confined itself with (Command.Sandbox).
 	sandbox Protections
 	// stdin is the host's end of fd 0 (Command.StdinSocket).
@@ -68,7 +69,7 @@ type drain struct {
 }
 
 func newProcess(unguard func(pid int, swept bool)) *Process {
-	return &Process{unguard: unguard, done: make(chan struct{})}
+	return &Process{unguard: unguard, done: make(chan struct{}), exited: make(chan struct{})}
 }
 
 // drainTo copies the pipe f to w (nil discards) until every writer is
@@ -113,6 +114,13 @@ func (p *Process) whileUnreaped(f func() error) error {
 // Done is closed once the child is reaped, its group killed and its output
 // drained.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited is closed as soon as the child has exited (before its group is
+// killed, its session swept and its output drained, which Done waits
+// for): from then on nobody waits for its helper calls, so a bridge stops
+// serving at Exited, and a descendant that escaped the sweep and holds
+// the output open cannot have a call dispatched in the drain's bound.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 // Exit is the child's exit status; it is valid once Done is closed.
 func (p *Process) Exit() ExitStatus {
@@ -190,6 +198,7 @@ func (p *Process) wait(pidc <-chan int) {
 	err := ignoringEINTR(func() error {
 		return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 	})
+	close(p.exited)
 
 	// Whatever python left behind in its group dies with it. Should the
 	// wait have failed (SIGCHLD ignored by the host, so the zombie is
