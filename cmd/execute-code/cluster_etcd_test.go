@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/executecode/executecode/config"
+	"github.com/executecode/executecode/internal/cluster/certs"
 	"github.com/executecode/executecode/internal/cluster/membership/etcdtest"
 	"github.com/executecode/executecode/internal/proctest"
 )
@@ -237,4 +238,51 @@ func TestClusterEtcdSettingsAreRefusedClearly(t *testing.T) {
 	assert.Equal(t, exitFailed, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stderr, "register this node")
 	assert.Contains(t, r.stderr, dead)
+}
+
+// etcd over TLS with client certificates: nodes with a certificate of
+// etcd's CA register and find each other; a node that speaks plain HTTP
+// to it, or holds a certificate of another CA, cannot register and does
+// not start.
+func TestClusterEtcdOverTLS(t *testing.T) {
+	mark := newMark()
+	killMarked(t, mark)
+	certDir := clusterCerts(t, "etcd", "session", "node1", "node2")
+	pem := func(name string) string { return filepath.Join(certDir, name) }
+	own, err := certs.Load(pem("ca.pem"), pem("etcd.pem"), pem("etcd-key.pem"), time.Now())
+	require.NoError(t, err)
+	etcd := etcdtest.Start(t, &etcdtest.TLS{CA: pem("ca.pem"), Cert: pem("etcd.pem"), Key: pem("etcd-key.pem"), Client: own.Client})
+	etcdTLS := func(name string) []string {
+		return []string{"--etcd", etcd.Addr(), "--etcd-ca", pem("ca.pem"), "--etcd-cert", pem(name + ".pem"), "--etcd-key", pem(name + "-key.pem")}
+	}
+
+	s := startSessionNode(t, certDir, mark, etcdTLS("session")...)
+	startKernelNodeWith(t, certDir, "node1", mark, 2, etcdTLS("node1"))
+	var id float64
+	s.waitNodes(1, &id)
+	blocks, details := s.attachRun(&id, "s", "text(open('whoami.txt').read())")
+	assert.Equal(t, []any{"node1"}, blocks, "%v", details)
+
+	other := clusterCerts(t, "node2")
+	otherTLS := []string{"--etcd-cert", filepath.Join(other, "node2.pem"), "--etcd-key", filepath.Join(other, "node2-key.pem")}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		code  int
+		want  string
+	}{
+		{"plain HTTP", []string{"--etcd", etcd.Addr()}, exitFailed, "register this node"},
+		// Both ends refuse: etcd the client's certificate, the client
+		// etcd's.
+		{"another CA", append([]string{"--etcd", etcd.Addr(), "--etcd-ca", filepath.Join(other, "ca.pem")}, otherTLS...), exitFailed, "register this node"},
+		// Checked against the CA named before any dial.
+		{"a certificate not of the CA", append([]string{"--etcd", etcd.Addr(), "--etcd-ca", pem("ca.pem")}, otherTLS...), exitUsage, "etcd certificates"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cli(t, "", nil, append(append([]string{"node", "--listen", "127.0.0.1:0"}, tc.flags...), tlsFlags(certDir, "node2")...)...)
+			assert.Equal(t, tc.code, r.code, r.stdout+r.stderr)
+			assert.Contains(t, r.stderr, tc.want)
+		})
+	}
+	s.waitNodes(1, &id)
 }
