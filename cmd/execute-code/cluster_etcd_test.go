@@ -154,20 +154,25 @@ func TestClusterEtcdSessionNodesShareKernelNodes(t *testing.T) {
 	}
 	victimA, victimB := on(a, "node1"), on(b, "node1")
 	longA, longB := a.startLong(&ida, victimA), b.startLong(&idb, victimB)
+	killed := time.Now()
 	require.NoError(t, nodes["node1"].cmd.Process.Signal(syscall.SIGKILL))
 	for s, long := range map[*sessionNode]float64{a: longA, b: longB} {
 		_, details := resultOf(t, s.answerTo(long))
 		assert.Equal(t, "node_lost", details["killed_by"], "%v", details)
 		assert.Equal(t, false, details["state_retained"], "%v", details)
 	}
+	lostAfter := time.Since(killed)
 	a.waitNodes(1, &ida)
 	b.waitNodes(1, &idb)
+	t.Logf("node SIGKILLed: both sides' cells failed node_lost within %v, both snapshots without it within %v", lostAfter, time.Since(killed))
 
 	// A kernel node started after the session nodes is found by both,
 	// and the victims' next cells run there with fresh state.
 	nodes["node3"] = startKernelNodeWith(t, certDir, "node3", mark, 4, flags)
+	registered := time.Now()
 	a.waitNodes(2, &ida)
 	b.waitNodes(2, &idb)
+	t.Logf("a node registered after the session nodes: in both snapshots %v after it said it listens", time.Since(registered))
 	for s, victim := range map[*sessionNode]string{a: victimA, b: victimB} {
 		blocks, details := s.run(ids[s], victim, "text(open('whoami.txt').read())\ntext(str('x' in globals()))")
 		assert.Equal(t, []any{"node3", "False"}, blocks, "%v", details)
