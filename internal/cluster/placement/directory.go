@@ -193,7 +193,7 @@ func (d *directory) admit(ctx actor.Context, m membership.Member, again bool) {
 		// and their proxies learn it themselves.
 	}
 	pid := actor.NewPID(m.Address, kernelhost.Name)
-	d.nodes[m.Address] = &node{pid: pid, incarnation: m.Incarnation, capacity: m.Capacity}
+	d.nodes[m.Address] = &node{pid: pid, incarnation: m.Incarnation, capacity: m.Capacity, kernels: d.placedOn(m.Address)}
 	d.publishCapacity()
 	ctx.Watch(pid)
 	ev := d.log.Info()
@@ -222,7 +222,8 @@ func (d *directory) onEnvelope(ctx actor.Context, env *wire.Envelope) {
 	if old, known := d.nodes[sender.Address]; !known || old.incarnation != hello.Incarnation {
 		// A new node, or one restarted on the same address: the old
 		// one's kernels are gone and their proxies learn it themselves.
-		d.nodes[sender.Address] = &node{pid: sender, incarnation: hello.Incarnation, capacity: hello.Capacity}
+		d.nodes[sender.Address] = &node{pid: sender, incarnation: hello.Incarnation, capacity: hello.Capacity,
+			kernels: d.placedOn(sender.Address)}
 		d.publishCapacity()
 		ctx.Watch(sender)
 		d.log.Info().Str("node", sender.Address).Int("capacity", hello.Capacity).Msg("execute_code cluster node joined")
@@ -264,6 +265,19 @@ func (d *directory) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	d.readmit[member.Address] = min(2*pause, maxReadmit)
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	time.AfterFunc(pause, func() { root.Send(self, readmitMsg{member: member}) })
+}
+
+// placedOn counts the kernels placed at address whose proxies live: a
+// node admitted again still holds those of its incarnation, and those of
+// an older one release their count as their proxies end.
+func (d *directory) placedOn(address string) int {
+	n := 0
+	for _, a := range d.placed {
+		if a == address {
+			n++
+		}
+	}
+	return n
 }
 
 func (d *directory) release(address string) {
