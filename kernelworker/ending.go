@@ -176,7 +176,7 @@ func (w *worker) finish(ctx actor.Context) {
 	w.finished = true
 	w.disarmAll()
 	w.replyActive(CellResult{Reason: ReasonInterrupted, KilledBy: KilledByShutdown}, telemetry.OutcomeInterrupted)
-	w.failQueued(ReasonShuttingDown)
+	w.failQueued(w.refusal())
 	lifetime := time.Since(w.k.booted)
 	w.k.release(&w.log)
 	w.sendHeld(w.active)

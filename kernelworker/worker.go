@@ -166,7 +166,7 @@ func (w *worker) onExecute(ctx actor.Context, e *Execute) {
 		return
 	}
 	if !w.phase.accepts {
-		w.reply(c, CellResult{Reason: ReasonShuttingDown})
+		w.reply(c, CellResult{Reason: w.refusal()})
 		return
 	}
 	if len(w.queue) >= w.opts.MaxQueuedCells {
@@ -415,6 +415,17 @@ func (w *worker) reply(c *cell, res CellResult) {
 	default:
 		w.log.Error().Msg("cell result dropped: the reply channel has no free buffer")
 	}
+}
+
+// refusal is the reason a cell sent to an ending worker is refused with:
+// a kernel that never became ready is a failed start, which a caller
+// treats as nothing having run (and may run the call isolated), whether
+// its cell arrived before the failure or just after it.
+func (w *worker) refusal() string {
+	if w.ending && w.crash == telemetry.CrashStartupFailure {
+		return ReasonStartupFailed
+	}
+	return ReasonShuttingDown
 }
 
 func (w *worker) emitCancel(c *cell, cause telemetry.CancelCause) {

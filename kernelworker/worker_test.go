@@ -709,7 +709,9 @@ func TestStartupFailuresLeaveNothingBehind(t *testing.T) {
 		{"runner exits before ready", func(o *Options) { o.Runner = "import sys\nsys.exit(1)\n" }},
 		{"runner never ready", func(o *Options) {
 			o.Runner = "import time\ntime.sleep(600)\n"
-			o.StartupTimeout = 300 * time.Millisecond
+			// Long enough for python's own start on a loaded machine (the
+			// bound covers the spawn too), far below the runner's sleep.
+			o.StartupTimeout = 3 * time.Second
 		}},
 		{"runner writes garbage", func(o *Options) { o.Runner = "import os, time\nos.write(1, b'garbage\\n')\ntime.sleep(600)\n" }},
 	}

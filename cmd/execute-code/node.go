@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -38,8 +39,11 @@ func cmdNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "certs":
 		return cmdNodeCerts(args[1:], stdout, stderr)
-	case "help":
-		fmt.Fprint(stdout, nodeUsage)
+	case "help", "-h", "--help":
+		// Both forms, then the flags of the node itself.
+		fmt.Fprint(stdout, nodeUsage+"\n")
+		fs, _, _ := nodeFlags()
+		printHelp(fs, stdout)
 		return exitOK
 	}
 	if !strings.HasPrefix(args[0], "-") {
@@ -49,15 +53,22 @@ func cmdNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return runNode(ctx, args, stdout, stderr)
 }
 
-// runNode runs a kernel node: a session-mode runtime whose kernels the
-// session side at --join, or every session side reading its etcd record,
-// places. It prints its address once it listens (and is registered).
-func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// nodeFlags is the node's flag set, with the common and cluster flags
+// registered on it.
+func nodeFlags() (*flag.FlagSet, *common, *clusterFlags) {
 	var c common
 	var cf clusterFlags
 	fs := newFlagSet("node")
 	c.register(fs)
 	cf.register(fs, true)
+	return fs, &c, &cf
+}
+
+// runNode runs a kernel node: a session-mode runtime whose kernels the
+// session side at --join, or every session side reading its etcd record,
+// places. It prints its address once it listens (and is registered).
+func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, c, cf := nodeFlags()
 	if err := c.parse(fs, args, stdout); err != nil {
 		return exitFor(err, func(err error) int { return usageError(stderr, err) })
 	}
@@ -71,7 +82,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// A kernel node runs session kernels, whatever the file says.
 	c.mode = string(config.Session)
 	log := warnLogger(stderr)
-	rt, err := newRuntime(c, log, executecode.WithKernelNode(cc))
+	rt, err := newRuntime(*c, log, executecode.WithKernelNode(cc))
 	if err != nil {
 		return usageError(stderr, err)
 	}
