@@ -4,7 +4,8 @@
 // repository's bin/.etcd, $EXECUTE_CODE_ETCD, or etcd on PATH; without
 // one the test fails, saying how to get it.
 //
-// It is imported by test files only, never by the runtime.
+// It is imported by test files only, never by the runtime; like the
+// runtime's own machinery, it carries no compatibility promise.
 package etcdtest
 
 import (
