@@ -2,6 +2,7 @@ package executecode
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/internal/cluster/certs"
 	"github.com/executecode/executecode/internal/cluster/kernelhost"
+	"github.com/executecode/executecode/internal/cluster/membership"
 	"github.com/executecode/executecode/internal/cluster/placement"
 	"github.com/executecode/executecode/internal/cluster/transport"
 	"github.com/executecode/executecode/introspect"
@@ -39,6 +41,8 @@ type clustering struct {
 	role clusterRole
 	cfg  config.Cluster
 	tls  *certs.TLS
+	// etcdTLS is the etcd client's TLS; nil for plain HTTP.
+	etcdTLS *tls.Config
 	// side is the running extension; set when the tree starts.
 	side clusterSide
 }
@@ -50,17 +54,20 @@ type clusterSide interface {
 }
 
 // WithCluster makes the runtime the session side of a cluster: its
-// session kernels are placed on the kernel nodes that join it (and on
-// itself, up to c.LocalCapacity), while every helper call, approval,
-// budget and result stays here. The runtime must be in session mode, and
-// c must name its mutual-TLS files; New checks both.
+// session kernels are placed on the kernel nodes that join it, or that
+// etcd lists when c.EtcdEndpoints are given (and on itself, up to
+// c.LocalCapacity), while every helper call, approval, budget and result
+// stays here. The runtime must be in session mode, and c must name its
+// mutual-TLS files; New checks both.
 func WithCluster(c config.Cluster) Option {
 	return func(r *Runtime) { r.cluster = clustering{role: roleSession, cfg: c} }
 }
 
-// WithKernelNode makes the runtime a kernel node: it runs the kernels a
-// session side at c.Join places on it, and nothing else. The runtime must
-// be in session mode; c must name its mutual-TLS files and Join.
+// WithKernelNode makes the runtime a kernel node: it runs the kernels
+// session sides place on it, and nothing else: the one at c.Join, and
+// with c.EtcdEndpoints every one that reads the node's record there. The
+// runtime must be in session mode; c must name its mutual-TLS files and
+// Join, EtcdEndpoints or both.
 func WithKernelNode(c config.Cluster) Option {
 	return func(r *Runtime) { r.cluster = clustering{role: roleNode, cfg: c} }
 }
@@ -82,7 +89,33 @@ func (r *Runtime) checkCluster() error {
 		return fmt.Errorf("%w: cluster certificates: %w", ErrConfig, err)
 	}
 	c.tls = t
+	if c.cfg.EtcdTLS() {
+		et, err := certs.Load(c.cfg.EtcdCAFile, c.cfg.EtcdCertFile, c.cfg.EtcdKeyFile, time.Now())
+		if err != nil {
+			return fmt.Errorf("%w: etcd certificates: %w", ErrConfig, err)
+		}
+		c.etcdTLS = et.Client
+	}
 	return nil
+}
+
+// dialEtcd is the etcd membership's client; it waits for nothing.
+func (r *Runtime) dialEtcd() (*membership.Etcd, error) {
+	c := r.cluster.cfg
+	scheme := "http://"
+	if r.cluster.etcdTLS != nil {
+		scheme = "https://"
+	}
+	eps := make([]string, len(c.EtcdEndpoints))
+	for i, e := range c.EtcdEndpoints {
+		eps[i] = scheme + e
+	}
+	e, err := membership.DialEtcd(membership.EtcdConfig{Endpoints: eps, TLS: r.cluster.etcdTLS,
+		Prefix: c.EtcdPrefix, TTL: c.EtcdTTL, Log: &r.log})
+	if err != nil {
+		return nil, fmt.Errorf("cluster etcd: %w", err)
+	}
+	return e, nil
 }
 
 // ClusterAddress starts the runtime's node (its supervision tree and
@@ -133,11 +166,13 @@ func (r *Runtime) transportConfig() transport.Config {
 }
 
 // sessionSide is the session side's extension: the transport and the
-// node directory, whose starter places each new kernel.
+// node directory, whose starter places each new kernel, and with etcd the
+// membership it reads.
 type sessionSide struct {
 	r       *Runtime
 	tr      *transport.Transport
 	cluster *placement.Cluster
+	etcd    *membership.Etcd
 }
 
 func (s *sessionSide) Start(sys *actor.ActorSystem) error {
@@ -149,8 +184,19 @@ func (s *sessionSide) Start(sys *actor.ActorSystem) error {
 	if local < 0 {
 		local = s.r.cfg.MaxLiveKernels
 	}
-	cl, err := placement.Start(sys, placement.Config{LocalCapacity: local, Logger: &s.r.log})
+	pc := placement.Config{LocalCapacity: local, Logger: &s.r.log}
+	if s.r.cluster.cfg.Etcd() {
+		// etcd's absence now is no reason to refuse: the feed reports it,
+		// keeps trying, and lists the nodes once etcd answers.
+		if s.etcd, err = s.r.dialEtcd(); err != nil {
+			tr.Stop(context.Background())
+			return err
+		}
+		pc.Feed = s.etcd
+	}
+	cl, err := placement.Start(sys, pc)
 	if err != nil {
+		s.closeEtcd(context.Background())
 		tr.Stop(context.Background())
 		return err
 	}
@@ -158,21 +204,38 @@ func (s *sessionSide) Start(sys *actor.ActorSystem) error {
 	return nil
 }
 
+func (s *sessionSide) closeEtcd(ctx context.Context) {
+	if s.etcd == nil {
+		return
+	}
+	if err := s.etcd.Close(ctx); err != nil {
+		s.r.log.Warn().Err(err).Msg("execute_code cluster: closing the etcd client")
+	}
+}
+
 func (s *sessionSide) Starter(spawner actor.SpawnerContext, local registry.Starter) registry.Starter {
 	return s.cluster.Starter(spawner, local)
 }
 
-func (s *sessionSide) Stop(ctx context.Context) { s.tr.Stop(ctx) }
+func (s *sessionSide) Stop(ctx context.Context) {
+	if err := s.cluster.Stop(ctx); err != nil {
+		s.r.log.Warn().Err(err).Msg("execute_code cluster: stopping the membership feed")
+	}
+	s.closeEtcd(ctx)
+	s.tr.Stop(ctx)
+}
 
 func (s *sessionSide) Address() string { return s.tr.Address() }
 
 // nodeSide is a kernel node's extension: the transport and the kernelhost
 // actor, whose kernels start through the tree's own starter (under the
-// workers supervisor, confined and limited as any kernel of this runtime).
+// workers supervisor, confined and limited as any kernel of this runtime),
+// and with etcd the node's registration.
 type nodeSide struct {
 	r     *Runtime
 	tr    *transport.Transport
 	sys   *actor.ActorSystem
+	etcd  *membership.Etcd
 	local registry.Starter
 	// ready is closed once local is set: the tree calls Starter after
 	// Start, and a StartKernel may arrive in between.
@@ -186,14 +249,52 @@ func (n *nodeSide) Start(sys *actor.ActorSystem) error {
 	}
 	n.tr, n.sys = tr, sys
 	c := n.r.cluster.cfg
-	if _, _, err := kernelhost.Start(sys, kernelhost.Config{
-		Host: &nodeHost{side: n}, Directory: actor.NewPID(c.Join, kernelhost.DirectoryName),
-		Capacity: c.Capacity, Logger: &n.r.log,
-	}); err != nil {
+	var directory *actor.PID
+	if c.Join != "" {
+		directory = actor.NewPID(c.Join, kernelhost.DirectoryName)
+	}
+	host, inc, err := kernelhost.Start(sys, kernelhost.Config{
+		Host: &nodeHost{side: n}, Directory: directory, Capacity: c.Capacity, Logger: &n.r.log,
+	})
+	if err != nil {
+		tr.Stop(context.Background())
+		return err
+	}
+	if !c.Etcd() {
+		return nil
+	}
+	if n.etcd, err = n.r.dialEtcd(); err == nil {
+		// Bounded by the client's call timeout (a lease and a put); a
+		// node that cannot register refuses to start, as one that
+		// cannot listen does.
+		ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
+		_, err = n.etcd.Register(ctx, membership.Member{Address: tr.Address(), Incarnation: inc, Capacity: c.Capacity})
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("cluster etcd: register this node at %v: %w", c.EtcdEndpoints, err)
+		}
+	}
+	if err != nil {
+		n.closeEtcd(context.Background())
+		sys.Root.Stop(host)
 		tr.Stop(context.Background())
 		return err
 	}
 	return nil
+}
+
+// registerTimeout bounds a kernel node's first registration in etcd.
+const registerTimeout = 10 * time.Second
+
+func (n *nodeSide) closeEtcd(ctx context.Context) {
+	if n.etcd == nil {
+		return
+	}
+	// Close revokes the node's lease: its record goes at once, and the
+	// session sides see it leave.
+	if err := n.etcd.Close(ctx); err != nil {
+		n.r.log.Warn().Err(err).Msg("execute_code cluster: deregistering from etcd")
+	}
 }
 
 func (n *nodeSide) Starter(_ actor.SpawnerContext, local registry.Starter) registry.Starter {
@@ -206,7 +307,10 @@ func (n *nodeSide) Starter(_ actor.SpawnerContext, local registry.Starter) regis
 	}
 }
 
-func (n *nodeSide) Stop(ctx context.Context) { n.tr.Stop(ctx) }
+func (n *nodeSide) Stop(ctx context.Context) {
+	n.closeEtcd(ctx)
+	n.tr.Stop(ctx)
+}
 
 func (n *nodeSide) Address() string { return n.tr.Address() }
 

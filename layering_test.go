@@ -25,7 +25,7 @@ var layers = map[string]int{
 	"internal/proc/internal/sweep": 0, "internal/proctest": 0,
 	"internal/mcptest": 0, "kernelworker/internal/frame": 0, "tools": 0,
 	"internal/cluster/wire": 0, "internal/cluster/certs": 0, "internal/cluster/transport": 0,
-	"internal/cluster/membership": 0,
+	"internal/cluster/membership": 0, "internal/cluster/membership/etcdtest": 0,
 
 	"privatetmp": 1, "telemetry": 1, "shimpy": 1, "config": 1,
 	"approval": 1, "mcpsource": 1,

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,16 +57,38 @@ type sessionNode struct {
 	addr    string
 	metrics string
 	answers map[float64]map[string]any
+
+	mu     sync.Mutex
+	stderr []string
+}
+
+// logged says whether serve wrote a line to stderr containing s.
+func (s *sessionNode) logged(sub string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.stderr {
+		if strings.Contains(l, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // startSessionNode starts serve --cluster with the session certificate and
 // waits for the address it listens on.
 func startSessionNode(t *testing.T, certDir, mark string, extra ...string) *sessionNode {
 	t.Helper()
-	args := append([]string{"--cluster", "--listen", "127.0.0.1:0", "--local-capacity", "0"}, tlsFlags(certDir, "session")...)
+	return startSessionNodeAs(t, certDir, "session", mark, extra...)
+}
+
+// startSessionNodeAs is startSessionNode with the certificate of name.
+func startSessionNodeAs(t *testing.T, certDir, name, mark string, extra ...string) *sessionNode {
+	t.Helper()
+	args := append([]string{"--cluster", "--listen", "127.0.0.1:0", "--local-capacity", "0"}, tlsFlags(certDir, name)...)
 	p, stderr := launchServe(t, t.TempDir(), []string{markEnv + "=" + mark}, true, append(args, extra...)...)
 	addrs := make(chan string, 1)
 	metrics := make(chan string, 1)
+	s := &sessionNode{serveProc: p, answers: map[float64]map[string]any{}}
 	go func() {
 		// Drained to the end: serve must never block on its stderr.
 		sent := false
@@ -73,6 +96,13 @@ func startSessionNode(t *testing.T, certDir, mark string, extra ...string) *sess
 			line, err := stderr.ReadString('\n')
 			if _, url, ok := strings.Cut(line, "metrics at "); ok {
 				metrics <- strings.TrimSpace(url)
+			}
+			if len(line) > 0 {
+				s.mu.Lock()
+				if len(s.stderr) < 10000 {
+					s.stderr = append(s.stderr, line)
+				}
+				s.mu.Unlock()
 			}
 			if !sent {
 				if _, addr, ok := strings.Cut(line, "listening on "); ok {
@@ -88,7 +118,6 @@ func startSessionNode(t *testing.T, certDir, mark string, extra ...string) *sess
 			}
 		}
 	}()
-	s := &sessionNode{serveProc: p, answers: map[float64]map[string]any{}}
 	select {
 	case addr, ok := <-addrs:
 		require.True(t, ok, "serve --cluster ended before it listened")
@@ -124,10 +153,17 @@ func (s *sessionNode) answerTo(id float64) map[string]any {
 // holding whoami.txt (its name), and waits until it listens.
 func startKernelNode(t *testing.T, certDir, name, join, mark string, capacity int, env ...string) *clusterProc {
 	t.Helper()
+	return startKernelNodeWith(t, certDir, name, mark, capacity, []string{"--join", join}, env...)
+}
+
+// startKernelNodeWith is startKernelNode with flags of the caller's
+// instead of --join.
+func startKernelNodeWith(t *testing.T, certDir, name, mark string, capacity int, flags []string, env ...string) *clusterProc {
+	t.Helper()
 	root := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(root, "whoami.txt"), []byte(name), 0o644))
-	args := append([]string{"node", "--join", join, "--listen", "127.0.0.1:0", "--root", root,
-		"--capacity", fmt.Sprint(capacity)}, tlsFlags(certDir, name)...)
+	args := append(append([]string{"node", "--listen", "127.0.0.1:0", "--root", root,
+		"--capacity", fmt.Sprint(capacity)}, flags...), tlsFlags(certDir, name)...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(append(os.Environ(), "TMPDIR="+t.TempDir(), markEnv+"="+mark), env...)
 	out, err := cmd.StdoutPipe()

@@ -19,6 +19,10 @@ const nodeUsage = `usage:
       runs a kernel node: the session node at --join places session kernels
       on it over mutual TLS; runs until SIGINT or SIGTERM (execute-code node
       --help lists every flag; the [cluster] table of --config sets them too)
+  execute-code node --etcd HOST:PORT,... --listen ADDR [--ca F --cert F --key F] [flags]
+      the same, registered in etcd: every session node given the same
+      --etcd (serve --cluster --etcd) places kernels on it; --join is then
+      optional, and --listen must be the address peers reach it at
   execute-code node certs DIR [--names session,node1,...]
       writes a development CA and one certificate per name into DIR
       (default names: session,node1,node2,node3); see README.md, Certificates
@@ -61,7 +65,8 @@ func nodeFlags() (*flag.FlagSet, *common, *clusterFlags) {
 }
 
 // runNode runs a kernel node: a session-mode runtime whose kernels the
-// session side at --join places. It prints its address once it listens.
+// session side at --join, or every session side reading its etcd record,
+// places. It prints its address once it listens (and is registered).
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, c, cf := nodeFlags()
 	if err := c.parse(fs, args, stdout); err != nil {
@@ -87,7 +92,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_ = rt.Close(context.Background())
 		return exitFailed
 	}
-	fmt.Fprintf(stdout, "execute-code node: listening on %s, joining %s\n", addr, cc.Join)
+	var joins []string
+	if cc.Join != "" {
+		joins = append(joins, "joining "+cc.Join)
+	}
+	if cc.Etcd() {
+		joins = append(joins, fmt.Sprintf("registered in etcd (%s) under %s", strings.Join(cc.EtcdEndpoints, ","), cc.EtcdPrefix))
+	}
+	fmt.Fprintf(stdout, "execute-code node: listening on %s, %s\n", addr, strings.Join(joins, ", "))
 	<-ctx.Done()
 	if err := rt.Close(context.Background()); err != nil {
 		log.Warn().Err(err).Msg("execute-code node: shutdown")

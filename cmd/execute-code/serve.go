@@ -281,7 +281,7 @@ func cmdServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs := newFlagSet("serve")
 	c.register(fs)
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics; ADDR is a loopback host:port (port 0 picks one)")
-	clustered := fs.Bool("cluster", false, "be a cluster's session node: kernel nodes (execute-code node --join) join it over mutual TLS and run its session kernels")
+	clustered := fs.Bool("cluster", false, "be a cluster's session node: kernel nodes (execute-code node --join, or found in etcd with --etcd) run its session kernels over mutual TLS")
 	var cf clusterFlags
 	cf.register(fs, false)
 	if err := c.parse(fs, args, stdout); err != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/executecode/executecode/internal/cluster/membership/etcdtest"
 )
 
 // logSink collects log lines written from the feed's goroutine.
@@ -37,8 +39,8 @@ func (b *logSink) lines() []string {
 	}
 }
 
-func testConfig(s *etcdServer) EtcdConfig {
-	return EtcdConfig{Endpoints: []string{s.endpoint()}, Prefix: "/test/nodes/", TTL: time.Second}
+func testConfig(s *etcdtest.Server) EtcdConfig {
+	return EtcdConfig{Endpoints: []string{s.Endpoint()}, Prefix: "/test/nodes/", TTL: time.Second}
 }
 
 // Three nodes register from processes of their own; one is SIGKILLed and
@@ -194,7 +196,7 @@ func TestFeedFailsWhileEtcdIsDownAndRecovers(t *testing.T) {
 	require.NoError(t, err)
 	expect(t, feed, Joined, m1)
 
-	s.kill()
+	s.Kill()
 	ev := next(t, feed, 20*time.Second)
 	require.Equal(t, Failed, ev.Kind, "%+v", ev)
 	require.ErrorIs(t, ev.Err, ErrUnavailable)
@@ -204,7 +206,7 @@ func TestFeedFailsWhileEtcdIsDownAndRecovers(t *testing.T) {
 	_, err = node.Register(context.Background(), m2)
 	require.ErrorIs(t, err, ErrUnavailable)
 
-	s.restart()
+	s.Restart()
 	// Until Recovered, only the differences a listing found: m1 may have
 	// lost its old lease before it registered again.
 	view := map[string]Member{m1.Address: m1}
@@ -332,8 +334,8 @@ func TestJoinReportsNothingAndEnds(t *testing.T) {
 
 // The tests fail, never skip, without etcd, and say how to get it.
 func TestMissingEtcdSaysHowToGetIt(t *testing.T) {
-	t.Setenv(etcdEnv, "/nonexistent/etcd")
-	_, err := findEtcd()
+	t.Setenv(etcdtest.Env, "/nonexistent/etcd")
+	_, err := etcdtest.Find()
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "make etcd")
 }

@@ -6,13 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -20,18 +18,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
+
+	"github.com/executecode/executecode/internal/cluster/membership/etcdtest"
 )
 
 // A member under test that must die without deregistering is this test
 // binary run again with memberEnv holding its memberSpec.
 const memberEnv = "EXECUTE_CODE_TEST_MEMBERSHIP_MEMBER"
-
-// etcdEnv names an etcd binary to use instead of the one `make etcd`
-// unpacks.
-const etcdEnv = "EXECUTE_CODE_ETCD"
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(memberEnv); spec != "" {
@@ -135,73 +129,6 @@ func (p *memberProc) wait(t testing.TB) {
 	require.True(t, p.cmd.ProcessState.Success(), "member %s: %v", p.m.Address, p.cmd.ProcessState)
 }
 
-// findEtcd is the etcd binary the tests run: $EXECUTE_CODE_ETCD, the one
-// `make etcd` unpacks into the repository's bin/.etcd, or etcd on PATH.
-func findEtcd() (string, error) {
-	const how = "run `make etcd` at the repository's root (it unpacks Debian's etcd-server into bin/.etcd " +
-		"with apt-get download, no root needed), or install etcd-server, or set " + etcdEnv
-	if p := os.Getenv(etcdEnv); p != "" {
-		if _, err := exec.LookPath(p); err != nil {
-			return "", fmt.Errorf("%s=%s is not an executable: %w; %s", etcdEnv, p, err, how)
-		}
-		return p, nil
-	}
-	if dir, err := os.Getwd(); err == nil {
-		for ; ; dir = filepath.Dir(dir) {
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-				p := filepath.Join(dir, "bin", ".etcd", "root", "usr", "bin", "etcd")
-				if _, err := exec.LookPath(p); err == nil {
-					return p, nil
-				}
-				break
-			}
-			if dir == filepath.Dir(dir) {
-				break
-			}
-		}
-	}
-	if p, err := exec.LookPath("etcd"); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("no etcd binary found: %s", how)
-}
-
-// etcdServer is an etcd the test started on loopback, with a data
-// directory of its own; it is stopped and removed when the test ends.
-type etcdServer struct {
-	t      testing.TB
-	bin    string
-	dir    string
-	client string
-	peer   string
-	log    string
-	cmd    *exec.Cmd
-	done   chan struct{}
-}
-
-func startEtcd(t testing.TB) *etcdServer {
-	t.Helper()
-	bin, err := findEtcd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	s := &etcdServer{t: t, bin: bin, dir: filepath.Join(root, "data"), log: filepath.Join(root, "etcd.log")}
-	t.Cleanup(s.stop)
-	var lastErr error
-	// The ports are free when picked, but another process may take one
-	// before etcd binds it: then etcd exits, and new ports are tried.
-	for range 3 {
-		s.client, s.peer = freePort(t), freePort(t)
-		if lastErr = s.start(); lastErr == nil {
-			return s
-		}
-		_ = os.RemoveAll(s.dir)
-	}
-	t.Fatalf("etcd did not start: %v\n%s", lastErr, s.logTail())
-	return nil
-}
-
 func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -210,100 +137,8 @@ func freePort(t testing.TB) string {
 	return l.Addr().String()
 }
 
-func (s *etcdServer) endpoint() string { return "http://" + s.client }
-
-func (s *etcdServer) start() error {
-	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	// A 10 ms heartbeat and 100 ms election make the smallest lease etcd
-	// grants 1 s (at its defaults, 2 s), and a restarted etcd a leader
-	// at once.
-	cmd := exec.Command(s.bin,
-		"--name", "test", "--data-dir", s.dir,
-		"--listen-client-urls", "http://"+s.client, "--advertise-client-urls", "http://"+s.client,
-		"--listen-peer-urls", "http://"+s.peer, "--initial-advertise-peer-urls", "http://"+s.peer,
-		"--initial-cluster", "test=http://"+s.peer,
-		"--heartbeat-interval", "10", "--election-timeout", "100",
-		"--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	s.cmd, s.done = cmd, make(chan struct{})
-	go func(done chan struct{}) {
-		_ = cmd.Wait()
-		close(done)
-	}(s.done)
-	return s.waitReady()
-}
-
-// waitReady waits until etcd answers a read, or fails if it exits.
-func (s *etcdServer) waitReady() error {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.endpoint()}, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			return errors.New("etcd exited")
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		_, err = c.Get(ctx, "ready")
-		cancel()
-		if err == nil {
-			return nil
-		}
-	}
-	s.kill()
-	return fmt.Errorf("etcd did not answer in 20s: %w", err)
-}
-
-// kill ends etcd with SIGKILL, keeping its data.
-func (s *etcdServer) kill() {
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
-}
-
-// restart starts etcd again on the same ports and data.
-func (s *etcdServer) restart() {
-	s.t.Helper()
-	if err := s.start(); err != nil {
-		s.t.Fatalf("etcd did not restart: %v\n%s", err, s.logTail())
-	}
-}
-
-func (s *etcdServer) stop() {
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.kill()
-	}
-	s.cmd = nil
-}
-
-func (s *etcdServer) logTail() string {
-	b, _ := os.ReadFile(s.log)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
+// startEtcd is an etcd of the test's own (etcdtest).
+func startEtcd(t testing.TB) *etcdtest.Server { return etcdtest.Start(t, nil) }
 
 // newIncarnation is a fresh incarnation, as a node process makes one.
 func newIncarnation(t testing.TB) string {

@@ -12,21 +12,34 @@ package placement
 import (
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
 	"github.com/executecode/executecode/internal/cluster/kernelhost"
+	"github.com/executecode/executecode/internal/cluster/membership"
 	"github.com/executecode/executecode/internal/cluster/wire"
 )
 
-// node is a kernel node that said hello.
+// node is a kernel node that said hello or that the membership feed
+// lists, watched.
 type node struct {
 	pid         *actor.PID
 	incarnation string
 	capacity    int
 	kernels     int
 }
+
+// Pauses before a node the directory lost, but the feed still lists, is
+// watched again: a node cut off for a moment (the liveness timeout) comes
+// back as a hello would bring it back under Join; one that is really
+// gone is refused at once by the transport and leaves the feed within
+// its lease.
+const (
+	minReadmit = time.Second
+	maxReadmit = 30 * time.Second
+)
 
 // localNode is the directory's name for the session side's own kernels.
 const localNode = ""
@@ -44,6 +57,13 @@ type directory struct {
 	// capacity is every live node's capacity summed, the local one's
 	// included, published for the registry's cap (Cluster.Capacity).
 	capacity *atomic.Int64
+	// members are the membership feed's nodes by address (none under
+	// Join); readmit is the pause before a lost member is watched again.
+	members map[string]membership.Member
+	readmit map[string]time.Duration
+	// feedFailing: the feed cannot reach its service; the directory keeps
+	// its nodes, and its own watches still see a node go.
+	feedFailing bool
 }
 
 // publishCapacity stores the sum of the live nodes' capacities.
@@ -57,7 +77,12 @@ func (d *directory) publishCapacity() {
 
 // Messages the starter and the snapshot send the directory.
 type (
-	placeMsg struct{ reply chan<- placement }
+	// placeMsg asks where a kernel goes, skipping the nodes in exclude
+	// (those that refused this kernel already).
+	placeMsg struct {
+		exclude map[string]bool
+		reply   chan<- placement
+	}
 	// placement is where a kernel goes: address "" is the local node.
 	placement struct {
 		address string
@@ -68,6 +93,10 @@ type (
 		pid     *actor.PID
 		address string
 	}
+	// memberMsg is one event of the membership feed.
+	memberMsg struct{ ev membership.Event }
+	// readmitMsg: watch the member again if the feed still lists it.
+	readmitMsg struct{ member membership.Member }
 	unplaceMsg struct{ address string }
 	nodesMsg   struct{ reply chan<- []NodeStatus }
 )
@@ -86,9 +115,9 @@ func (d *directory) Receive(ctx actor.Context) {
 	case *wire.Envelope:
 		d.onEnvelope(ctx, m)
 	case *actor.Terminated:
-		d.onTerminated(m)
+		d.onTerminated(ctx, m)
 	case placeMsg:
-		m.reply <- d.place()
+		m.reply <- d.place(m.exclude)
 	case placedMsg:
 		d.placed[m.pid.String()] = m.address
 		ctx.Watch(m.pid)
@@ -96,7 +125,82 @@ func (d *directory) Receive(ctx actor.Context) {
 		d.release(m.address)
 	case nodesMsg:
 		m.reply <- d.statuses()
+	case memberMsg:
+		d.onMember(ctx, m.ev)
+	case readmitMsg:
+		if cur, ok := d.members[m.member.Address]; ok && cur.Incarnation == m.member.Incarnation {
+			if _, known := d.nodes[cur.Address]; !known {
+				d.admit(ctx, cur, true)
+			}
+		}
 	}
+}
+
+// onMember applies one event of the membership feed: Joined is a hello,
+// Left (of the incarnation held) the node's loss, Updated a new capacity.
+func (d *directory) onMember(ctx actor.Context, ev membership.Event) {
+	m := ev.Member
+	switch ev.Kind {
+	case membership.Joined:
+		d.members[m.Address] = m
+		delete(d.readmit, m.Address)
+		d.admit(ctx, m, false)
+	case membership.Updated:
+		d.members[m.Address] = m
+		if n, ok := d.nodes[m.Address]; ok && n.incarnation == m.Incarnation && n.capacity != m.Capacity {
+			n.capacity = m.Capacity
+			d.publishCapacity()
+			d.log.Info().Str("node", m.Address).Int("capacity", m.Capacity).Msg("execute_code cluster node's capacity changed")
+		}
+	case membership.Left:
+		if cur, ok := d.members[m.Address]; ok && cur.Incarnation == m.Incarnation {
+			delete(d.members, m.Address)
+			delete(d.readmit, m.Address)
+		}
+		if n, ok := d.nodes[m.Address]; ok && n.incarnation == m.Incarnation {
+			// Its kernels' proxies watch their kernels and learn of the
+			// node's end themselves; a node whose record was removed
+			// while it runs keeps its kernels and gets no new one.
+			delete(d.nodes, m.Address)
+			ctx.Unwatch(n.pid)
+			d.publishCapacity()
+			d.log.Warn().Str("node", m.Address).Msg("execute_code cluster node left the membership")
+		}
+	case membership.Failed:
+		if !d.feedFailing {
+			d.feedFailing = true
+			d.log.Warn().Err(ev.Err).Int("nodes", len(d.nodes)).
+				Msg("execute_code cluster membership unreachable: keeping the nodes known, whose loss the directory still sees")
+		}
+	case membership.Recovered:
+		d.feedFailing = false
+		d.log.Info().Int("nodes", len(d.nodes)).Msg("execute_code cluster membership reachable again")
+	}
+}
+
+// admit makes m a node of the directory, watched at its address, as its
+// hello would; a node of another incarnation at the address is replaced.
+func (d *directory) admit(ctx actor.Context, m membership.Member, again bool) {
+	if n, ok := d.nodes[m.Address]; ok {
+		if n.incarnation == m.Incarnation {
+			if n.capacity != m.Capacity {
+				n.capacity = m.Capacity
+				d.publishCapacity()
+			}
+			return
+		}
+		// Restarted on the same address: the old one's kernels are gone
+		// and their proxies learn it themselves.
+	}
+	pid := actor.NewPID(m.Address, kernelhost.Name)
+	d.nodes[m.Address] = &node{pid: pid, incarnation: m.Incarnation, capacity: m.Capacity, kernels: d.placedOn(m.Address)}
+	d.publishCapacity()
+	ctx.Watch(pid)
+	ev := d.log.Info()
+	if again {
+		ev = d.log.Debug()
+	}
+	ev.Str("node", m.Address).Int("capacity", m.Capacity).Msg("execute_code cluster node joined through the membership")
 }
 
 func (d *directory) onEnvelope(ctx actor.Context, env *wire.Envelope) {
@@ -118,7 +222,8 @@ func (d *directory) onEnvelope(ctx actor.Context, env *wire.Envelope) {
 	if old, known := d.nodes[sender.Address]; !known || old.incarnation != hello.Incarnation {
 		// A new node, or one restarted on the same address: the old
 		// one's kernels are gone and their proxies learn it themselves.
-		d.nodes[sender.Address] = &node{pid: sender, incarnation: hello.Incarnation, capacity: hello.Capacity}
+		d.nodes[sender.Address] = &node{pid: sender, incarnation: hello.Incarnation, capacity: hello.Capacity,
+			kernels: d.placedOn(sender.Address)}
 		d.publishCapacity()
 		ctx.Watch(sender)
 		d.log.Info().Str("node", sender.Address).Int("capacity", hello.Capacity).Msg("execute_code cluster node joined")
@@ -132,18 +237,47 @@ func (d *directory) onEnvelope(ctx actor.Context, env *wire.Envelope) {
 	}
 }
 
-func (d *directory) onTerminated(m *actor.Terminated) {
+func (d *directory) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	key := m.Who.String()
 	if addr, ok := d.placed[key]; ok {
 		delete(d.placed, key)
 		d.release(addr)
 		return
 	}
-	if n, ok := d.nodes[m.Who.Address]; ok && n.pid.Equal(m.Who) {
-		delete(d.nodes, m.Who.Address)
-		d.publishCapacity()
+	n, ok := d.nodes[m.Who.Address]
+	if !ok || !n.pid.Equal(m.Who) {
+		return
+	}
+	delete(d.nodes, m.Who.Address)
+	d.publishCapacity()
+	member, listed := d.members[m.Who.Address]
+	if !listed || member.Incarnation != n.incarnation {
+		d.log.Warn().Str("node", m.Who.Address).Str("why", m.Why.String()).Msg("execute_code cluster node lost")
+		return
+	}
+	// The feed still lists it: watched again after a pause, growing while
+	// it stays unreachable, until the feed says it left.
+	pause, again := d.readmit[member.Address]
+	if !again {
+		pause = minReadmit
 		d.log.Warn().Str("node", m.Who.Address).Str("why", m.Why.String()).Msg("execute_code cluster node lost")
 	}
+	d.readmit[member.Address] = min(2*pause, maxReadmit)
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	time.AfterFunc(pause, func() { root.Send(self, readmitMsg{member: member}) })
+}
+
+// placedOn counts the kernels placed at address whose proxies live: a
+// node admitted again still holds those of its incarnation, and those of
+// an older one release their count as their proxies end.
+func (d *directory) placedOn(address string) int {
+	n := 0
+	for _, a := range d.placed {
+		if a == address {
+			n++
+		}
+	}
+	return n
 }
 
 func (d *directory) release(address string) {
@@ -159,8 +293,8 @@ func (d *directory) release(address string) {
 // place picks the live node with the lowest share of its capacity in use,
 // and among equals the one with the most free; the local node takes part
 // when it has capacity. The pick is counted at once, so concurrent starts
-// spread.
-func (d *directory) place() placement {
+// spread. Nodes in exclude are skipped.
+func (d *directory) place(exclude map[string]bool) placement {
 	type cand struct {
 		address   string
 		used, cap int
@@ -171,7 +305,7 @@ func (d *directory) place() placement {
 		cs = append(cs, cand{address: localNode, used: d.localKernels, cap: d.localCapacity})
 	}
 	for addr, n := range d.nodes {
-		if n.kernels < n.capacity {
+		if n.kernels < n.capacity && !exclude[addr] {
 			cs = append(cs, cand{address: addr, used: n.kernels, cap: n.capacity, host: n.pid})
 		}
 	}

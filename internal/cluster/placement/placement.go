@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/executecode/executecode/internal/cluster/kernelhost"
+	"github.com/executecode/executecode/internal/cluster/membership"
 	"github.com/executecode/executecode/internal/cluster/wire"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/registry"
@@ -19,8 +21,10 @@ import (
 // Errors a start of a remote kernel fails with; the registry wraps them
 // in ErrStartupFailed.
 var (
-	// ErrNoNode: no live node (the local one included) has free capacity.
-	ErrNoNode = errors.New("no node has free capacity")
+	// ErrNoNode: no live node (the local one included) has free capacity,
+	// or every one with some refused the kernel. It is the registry's
+	// ErrCapacityExhausted, so the call's fallback says capacity_exhausted.
+	ErrNoNode = fmt.Errorf("%w: no node has free capacity", registry.ErrCapacityExhausted)
 	// ErrNodeLost: the node chosen was lost before its kernel started.
 	ErrNodeLost     = errors.New("node lost")
 	errProxyStopped = errors.New("kernel proxy stopped")
@@ -41,7 +45,11 @@ type Config struct {
 	StartTimeout time.Duration
 	// StopTimeout bounds a remote kernel's graceful stop.
 	StopTimeout time.Duration
-	Logger      *zerolog.Logger
+	// Feed, if set, is the membership the directory reads besides the
+	// hellos (docs/cluster.md, Membership): several session sides then
+	// share the kernel nodes it lists.
+	Feed   membership.Feed
+	Logger *zerolog.Logger
 }
 
 // Cluster is the session side's directory and starter.
@@ -50,6 +58,11 @@ type Cluster struct {
 	directory *actor.PID
 	cfg       Config
 	capacity  *atomic.Int64
+	// stopFeed ends the feed's watch; feedDone closes once its events
+	// stopped coming.
+	stopFeed context.CancelFunc
+	feedDone chan struct{}
+	stopOnce sync.Once
 }
 
 // Start spawns the node directory on sys under its well-known name.
@@ -67,12 +80,46 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Cluster, error) {
 	capacity := new(atomic.Int64)
 	capacity.Store(int64(cfg.LocalCapacity))
 	d := &directory{incarnation: kernelhost.NewIncarnation(), localCapacity: cfg.LocalCapacity,
-		nodes: map[string]*node{}, placed: map[string]string{}, log: cfg.Logger, capacity: capacity}
+		nodes: map[string]*node{}, placed: map[string]string{}, log: cfg.Logger, capacity: capacity,
+		members: map[string]membership.Member{}, readmit: map[string]time.Duration{}}
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return d }), kernelhost.DirectoryName)
 	if err != nil {
 		return nil, fmt.Errorf("cluster directory: %w", err)
 	}
-	return &Cluster{root: sys.Root, directory: pid, cfg: cfg, capacity: capacity}, nil
+	c := &Cluster{root: sys.Root, directory: pid, cfg: cfg, capacity: capacity, stopFeed: func() {}, feedDone: make(chan struct{})}
+	if cfg.Feed == nil {
+		close(c.feedDone)
+		return c, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	events, err := cfg.Feed.Watch(ctx)
+	if err != nil {
+		cancel()
+		sys.Root.Stop(pid)
+		return nil, fmt.Errorf("cluster membership: %w", err)
+	}
+	c.stopFeed = cancel
+	go func() {
+		defer close(c.feedDone)
+		// The channel closes once ctx ends; every event goes to the
+		// directory in order.
+		for ev := range events {
+			sys.Root.Send(pid, memberMsg{ev: ev})
+		}
+	}()
+	return c, nil
+}
+
+// Stop ends the directory's reading of its feed and returns once it
+// stopped, or when ctx ends.
+func (c *Cluster) Stop(ctx context.Context) error {
+	c.stopOnce.Do(c.stopFeed)
+	select {
+	case <-c.feedDone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cluster membership: %w", ctx.Err())
+	}
 }
 
 // Capacity is how many kernels the live nodes take in all, the local
@@ -98,32 +145,51 @@ func (c *Cluster) Nodes(ctx context.Context) ([]NodeStatus, error) {
 // watches and stops a remote kernel as it does a local one.
 func (c *Cluster) Starter(spawner actor.SpawnerContext, local registry.Starter) registry.Starter {
 	return func(ctx context.Context, key registry.Key, gen uint64, wo registry.WorkerOptions) (kernelworker.Handle, error) {
-		pl, err := c.place(ctx)
-		if err != nil {
-			return kernelworker.Handle{}, err
-		}
-		if pl.address == localNode {
-			h, err := local(ctx, key, gen, wo)
-			if err != nil || h.PID == nil {
-				c.root.Send(c.directory, unplaceMsg{address: localNode})
-				return h, err
+		// A node that refuses (full with another session side's kernels,
+		// shutting down) or is lost before it answers is skipped, and the
+		// next is tried; each node once.
+		var tried map[string]bool
+		var last error
+		for {
+			pl, err := c.place(ctx, tried)
+			if errors.Is(err, ErrNoNode) && last != nil {
+				return kernelworker.Handle{}, fmt.Errorf("%w (the last refusal: %w)", ErrNoNode, last)
 			}
-			c.root.Send(c.directory, placedMsg{pid: h.PID, address: localNode})
-			return h, nil
-		}
-		h, err := c.startRemote(ctx, spawner, pl, key, gen, wo)
-		if err != nil {
+			if err != nil {
+				return kernelworker.Handle{}, err
+			}
+			if pl.address == localNode {
+				h, err := local(ctx, key, gen, wo)
+				if err != nil || h.PID == nil {
+					c.root.Send(c.directory, unplaceMsg{address: localNode})
+					return h, err
+				}
+				c.root.Send(c.directory, placedMsg{pid: h.PID, address: localNode})
+				return h, nil
+			}
+			h, err := c.startRemote(ctx, spawner, pl, key, gen, wo)
+			if err == nil {
+				c.root.Send(c.directory, placedMsg{pid: h.PID, address: pl.address})
+				return h, nil
+			}
 			c.root.Send(c.directory, unplaceMsg{address: pl.address})
-			return kernelworker.Handle{}, err
+			var refused *RefusedError
+			if ctx.Err() != nil || (!errors.As(err, &refused) && !errors.Is(err, ErrNodeLost)) {
+				return kernelworker.Handle{}, err
+			}
+			c.cfg.Logger.Info().Err(err).Str("node", pl.address).Msg("execute_code cluster: trying another node")
+			if tried == nil {
+				tried = map[string]bool{}
+			}
+			tried[pl.address] = true
+			last = err
 		}
-		c.root.Send(c.directory, placedMsg{pid: h.PID, address: pl.address})
-		return h, nil
 	}
 }
 
-func (c *Cluster) place(ctx context.Context) (placement, error) {
+func (c *Cluster) place(ctx context.Context, exclude map[string]bool) (placement, error) {
 	reply := make(chan placement, 1)
-	c.root.Send(c.directory, placeMsg{reply: reply})
+	c.root.Send(c.directory, placeMsg{exclude: exclude, reply: reply})
 	select {
 	case pl := <-reply:
 		if !pl.ok {

@@ -253,15 +253,15 @@ func TestPlacementFillsTheLeastLoadedAndRefusesWhenFull(t *testing.T) {
 	}, placed: map[string]string{}}
 	var got []string
 	for range 7 {
-		p := d.place()
+		p := d.place(nil)
 		require.True(t, p.ok)
 		got = append(got, p.address)
 	}
 	// Shares in use decide; ties go to the most free, then the address.
 	assert.Equal(t, []string{"10.0.0.2:1", "10.0.0.1:1", "", "10.0.0.2:1", "10.0.0.2:1", "10.0.0.1:1", "10.0.0.2:1"}, got)
-	assert.False(t, d.place().ok, "every node is full")
+	assert.False(t, d.place(nil).ok, "every node is full")
 	d.release("10.0.0.1:1")
-	assert.Equal(t, "10.0.0.1:1", d.place().address)
+	assert.Equal(t, "10.0.0.1:1", d.place(nil).address)
 }
 
 func TestTheNodeRefusesWhatItMustNot(t *testing.T) {
