@@ -100,8 +100,19 @@ func (h *kernelHarness) start() *actor.PID {
 
 func (h *kernelHarness) startHandle() Handle {
 	h.t.Helper()
-	handle, err := Start(h.system.Root, h.opts)
+	handle, err := h.tryStartHandle()
 	require.NoError(h.t, err)
+	return handle
+}
+
+// tryStartHandle is startHandle for a start that may fail: the error is
+// Start's, and nothing is registered then.
+func (h *kernelHarness) tryStartHandle() (Handle, error) {
+	h.t.Helper()
+	handle, err := Start(h.system.Root, h.opts)
+	if err != nil {
+		return handle, err
+	}
 	require.NotNil(h.t, handle.Bells)
 	gone := h.watch(handle.PID)
 	h.mu.Lock()
@@ -120,7 +131,7 @@ func (h *kernelHarness) startHandle() Handle {
 			h.t.Errorf("worker %s never stopped", handle.PID.Id)
 		}
 	})
-	return handle
+	return handle, nil
 }
 
 // watch returns a channel closed when pid has terminated.

@@ -718,7 +718,16 @@ func TestStartupFailuresLeaveNothingBehind(t *testing.T) {
 	for _, tt := range dying {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newKernelHarness(t, tt.mod)
-			pid := h.start()
+			handle, err := h.tryStartHandle()
+			if err != nil {
+				// A runner that dies at once can be gone before Start
+				// has handed it its first line: the start fails itself,
+				// as a startup failure, and leaves nothing either.
+				require.ErrorIs(t, err, ErrStartupFailed)
+				assert.Empty(t, h.workspaces())
+				return
+			}
+			pid := handle.PID
 			res := h.run(pid, "print(1)")
 			assert.Equal(t, ReasonStartupFailed, res.Reason)
 			assert.False(t, res.StateRetained)
