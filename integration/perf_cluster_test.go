@@ -89,7 +89,9 @@ func (cb *clusterBench) startNode(name string) (cmd *exec.Cmd, tmp string) {
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	out, err := cmd.StdoutPipe()
 	require.NoError(b, err)
-	cmd.Stderr = os.Stderr
+	// Its log lines (a node joined, lost) are not the benchmark's output,
+	// which make bench parses.
+	cmd.Stderr = nil
 	require.NoError(b, cmd.Start())
 	listening := make(chan bool, 1)
 	go func() {
