@@ -244,7 +244,7 @@ func TestApproverReceivesTheApprovalIDAllocatedAtClaimTime(t *testing.T) {
 	var claims []claim
 	for _, e := range l.requests {
 		body, err := readBounded(s.path(e.name), true, maxRequestBytes)
-		c, ok := s.claim(e, body, err)
+		c, ok := s.claim(e, body, err, -1)
 		require.True(t, ok)
 		claims = append(claims, c)
 	}

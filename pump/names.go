@@ -138,6 +138,14 @@ func ignoringEINTR(f func() (int, error)) (int, error) {
 	}
 }
 
+func ignoringEINTRErr(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
 // add files one directory entry by its protocol name; the name is copied
 // only when kept.
 func (l *listing) add(dir string, name []byte, dtype byte) error {
@@ -239,15 +247,34 @@ var errTooLarge = errors.New("file too large")
 // cannot), and the one read asks for a byte more than the size, so a
 // short read is the end of the file.
 func readBounded(path string, follow bool, limit int64) ([]byte, error) {
+	body, fd, err := readBoundedFD(path, follow, limit)
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	return body, err
+}
+
+// readBoundedFD is readBounded keeping the descriptor open (the caller
+// closes it) when the read succeeds: the file the body came from, which
+// the claim links as its marker. It is -1 on an error.
+func readBoundedFD(path string, follow bool, limit int64) (body []byte, fd int, err error) {
 	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
 	if !follow {
 		flags |= unix.O_NOFOLLOW
 	}
-	fd, err := ignoringEINTR(func() (int, error) { return unix.Open(path, flags, 0) })
+	fd, err = ignoringEINTR(func() (int, error) { return unix.Open(path, flags, 0) })
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, -1, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer unix.Close(fd)
+	body, err = readOpen(fd, path, limit)
+	if err != nil {
+		unix.Close(fd)
+		return nil, -1, err
+	}
+	return body, fd, nil
+}
+
+func readOpen(fd int, path string, limit int64) ([]byte, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}

@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/executecode/executecode/approval"
 )
@@ -58,7 +61,7 @@ func (s *sweeper) run(ctx context.Context) error {
 			continue
 		}
 		body, err := readBounded(s.path(e.name), true, maxRequestBytes)
-		if c, ok := s.claim(e, body, err); ok {
+		if c, ok := s.claim(e, body, err, -1); ok {
 			claims = append(claims, c)
 		}
 	}
@@ -94,11 +97,15 @@ func (s *sweeper) claimNamed(ctx context.Context) []claim {
 		}
 		// Never followed: a listing would keep a symlink and refuse it
 		// as unauthenticated, and it is left to one.
-		body, err := readBounded(s.path(e.name), false, maxRequestBytes)
+		body, fd, err := readBoundedFD(s.path(e.name), false, maxRequestBytes)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, errNotRegular) {
 			continue
 		}
-		if c, ok := s.claim(e, body, err); ok {
+		c, ok := s.claim(e, body, err, fd)
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		if ok {
 			claims = append(claims, c)
 		}
 	}
@@ -111,8 +118,9 @@ func (s *sweeper) claimNamed(ctx context.Context) []claim {
 // deleted), except one already answered, which is dropped silently, and
 // one that fails authentication while something sits at its response
 // name: an unauthenticated file must never replace a real answer. The
-// answer to an unauthenticated request is itself unauthenticated.
-func (s *sweeper) claim(e entry, body []byte, err error) (claim, bool) {
+// answer to an unauthenticated request is itself unauthenticated. src is
+// the open descriptor the body was read from, or -1 (see mark).
+func (s *sweeper) claim(e entry, body []byte, err error, src int) (claim, bool) {
 	id := e.n
 	if errors.Is(err, fs.ErrNotExist) {
 		return claim{}, false // withdrawn since the listing: nothing to answer
@@ -135,13 +143,13 @@ func (s *sweeper) claim(e entry, body []byte, err error) (claim, bool) {
 		s.stats.remember(id)
 		return claim{}, false
 	}
-	return s.claimAuthenticated(e, req, err)
+	return s.claimAuthenticated(e, req, err, src)
 }
 
 // claimAuthenticated is the claim step after authentication, guarded: a
 // panic inside (a policy, say) answers "rpc request failed" with the id
 // remembered and no call charged.
-func (s *sweeper) claimAuthenticated(e entry, req validRequest, parseErr error) (c claim, ok bool) {
+func (s *sweeper) claimAuthenticated(e entry, req validRequest, parseErr error, src int) (c claim, ok bool) {
 	id, stats := e.n, s.stats
 	calls, errs, denied := stats.Calls, stats.Errors, stats.Denied
 	defer func() {
@@ -208,13 +216,12 @@ func (s *sweeper) claimAuthenticated(e entry, req validRequest, parseErr error) 
 	// Ledger first: it must be a superset of the published markers.
 	feedLedger(&s.cfg, id, claimClaimed, req.Tool)
 	marker := markerName(id)
-	if err := os.Rename(s.path(e.name), s.path(marker)); err != nil {
+	switch s.mark(e.name, marker, src) {
+	case markFailed:
 		refuse(msgNotMarked)
 		stats.Errors++
 		return claim{}, false
-	}
-	s.progress++
-	if !isRegular(s.path(marker)) {
+	case markNotRegular:
 		// A symlinked request became a symlink marker: a marker must be
 		// evidence the script cannot redirect.
 		s.answer(id, msgNotMarked)
@@ -223,4 +230,56 @@ func (s *sweeper) claimAuthenticated(e entry, req validRequest, parseErr error) 
 		return claim{}, false
 	}
 	return claim{id: id, tool: req.Tool, params: req.Params, approvalID: approval.NewID(), gated: gated, claimed: time.Now()}, true
+}
+
+// markResult is how publishing a claim marker went.
+type markResult int
+
+const (
+	marked         markResult = iota
+	markFailed                // no marker: the request could not be moved
+	markNotRegular            // a marker that is no regular file was made
+)
+
+// flinkRefused is set once the kernel refused to link an open descriptor
+// (linkat with AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH before Linux
+// 6.10): every claim renames from then on.
+var flinkRefused atomic.Bool
+
+// mark publishes the claim marker of the request file name. With src,
+// the descriptor the request was read from, the marker is a hard link to
+// that very file, a regular file the pump authenticated, so it needs no
+// lstat, and the request's name goes after it: two directory operations
+// where a rename and an lstat took longer (docs/decisions.md). Without
+// one, or when the link fails (the kernel refuses it, something sits at
+// the marker's name, the request was withdrawn), the request is renamed
+// to the marker and the marker checked, as a listing's claim always is:
+// a rename moves a symlink as it is.
+func (s *sweeper) mark(name, marker string, src int) markResult {
+	if src >= 0 && !flinkRefused.Load() {
+		err := ignoringEINTRErr(func() error {
+			return unix.Linkat(src, "", unix.AT_FDCWD, s.path(marker), unix.AT_EMPTY_PATH)
+		})
+		if err == nil {
+			s.progress++
+			_ = s.remove(name)
+			return marked
+		}
+		if err == unix.ENOENT || err == unix.EPERM {
+			// ENOENT is also a file unlinked since it was read: only a
+			// file still linked tells a refusing kernel.
+			var st unix.Stat_t
+			if unix.Fstat(src, &st) == nil && st.Nlink > 0 {
+				flinkRefused.Store(true)
+			}
+		}
+	}
+	if err := os.Rename(s.path(name), s.path(marker)); err != nil {
+		return markFailed
+	}
+	s.progress++
+	if !isRegular(s.path(marker)) {
+		return markNotRegular
+	}
+	return marked
 }
