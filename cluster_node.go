@@ -102,11 +102,8 @@ func (k *nodeKernel) Run(ctx context.Context, cell *wire.RunCell, gate kernelhos
 	if err != nil {
 		return &wire.CellResult{Reason: kernelworker.ReasonInvalidRequest, StateRetained: true}
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), serverTimeout)
-		defer cancel()
-		srv.Stop(stopCtx)
-	}()
+	cs := &cellServer{r: r, srv: srv}
+	defer cs.stop()
 
 	deadline := time.UnixMilli(cell.DeadlineUnixMS)
 	reply := k.worker.Execute(ctx, kernelworker.Cell{
@@ -135,12 +132,8 @@ func (k *nodeKernel) Run(ctx context.Context, cell *wire.RunCell, gate kernelhos
 		}
 		t.Stop()
 	}
-	abortCtx, cancelAbort := context.WithTimeout(context.Background(), serverTimeout)
-	defer cancelAbort()
-	srv.Abort(abortCtx)
-	stats, serr := srv.DrainAndStats(abortCtx)
-	out := &wire.CellResult{Stats: wireStats(stats, serr != nil)}
-	out.Blocks = pump.ReadTextBlocks(ws.rpc, ws.token, cell.MaxTextBytes, r.bridgeDenied)
+	stats, blocks, serr := cs.finish(ws, cell.MaxTextBytes)
+	out := &wire.CellResult{Stats: wireStats(stats, serr != nil), Blocks: blocks}
 	if !replied {
 		out.Reason, out.KilledBy = kernelworker.ReasonKernelDiscarded, ""
 		return out

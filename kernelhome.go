@@ -348,6 +348,26 @@ func (r *Runtime) makeCellBridge(stock string) (workspace, error) {
 	return ws, nil
 }
 
+// offPath runs fn on a goroutine of the bridge work, which Close waits
+// for, and says whether it did: once Close has begun, it is the caller's
+// to run.
+func (r *Runtime) offPath(fn func()) bool {
+	r.homes.mu.Lock()
+	closing := r.homes.closing
+	if !closing {
+		r.homes.tasks.Add(1)
+	}
+	r.homes.mu.Unlock()
+	if closing {
+		return false
+	}
+	go func() {
+		defer r.homes.tasks.Done()
+		fn()
+	}()
+	return true
+}
+
 // closeHomes is Close's part, once every kernel is stopped: no bridge
 // work starts any more, what runs is waited for, and any stock still
 // there goes with what is in it.

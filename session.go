@@ -268,11 +268,8 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	if err != nil {
 		return notRun(rn, ReasonRPCStartFailed, "Script did not run: its helper bridge could not start ("+sc.String(err.Error())+").", true, resetPerformed), nil
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), serverTimeout)
-		defer cancel()
-		srv.Stop(stopCtx)
-	}()
+	cs := &cellServer{r: r, srv: srv}
+	defer cs.stop()
 
 	o, neverReady := s.execute(ctx, cellCtx, rn, ws, alloc, sc)
 	o.cell.reused, o.cell.resetPerformed = alloc.Reused, resetPerformed
@@ -282,12 +279,8 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 		o.sandbox = r.sandbox.plan
 	}
 	// No helper call outlives its cell.
-	abortCtx, cancelAbort := context.WithTimeout(context.Background(), serverTimeout)
-	defer cancelAbort()
-	srv.Abort(abortCtx)
-	o.stats, err = srv.DrainAndStats(abortCtx)
+	o.stats, o.blocks, err = cs.finish(ws, r.cfg.MaxTextBytes)
 	o.statsLost = err != nil
-	o.blocks = pump.ReadTextBlocks(ws.rpc, ws.token, r.cfg.MaxTextBytes, r.bridgeDenied)
 	if neverReady {
 		// Queued on a kernel that never became ready: nothing started. (A
 		// kernel that died after it was ready is a dead worker, which the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -148,5 +149,85 @@ func BenchmarkRunLifecycle(b *testing.B) {
 		run := StartRun(ctx, cfg, exited)
 		close(exited)
 		run.Wait()
+	}
+}
+
+// BenchmarkServerCellEnd is what a session cell's end waits for from its
+// server, on a bridge holding a text block and a notification as an
+// ordinary cell leaves it, two ways alternately: Abort, DrainAndStats,
+// the text blocks and Stop one after the other (the end before Finish),
+// and Finish and the text blocks, with Stop run beside the next cell as
+// the runtime runs it, off the cell's path. Medians of cellEndSamples
+// ends each.
+func BenchmarkServerCellEnd(b *testing.B) {
+	cfg, dir := benchConfig(b)
+	bells, err := bell.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bells.Close()
+	cfg.Bells = bells
+	cfg.PollInterval = time.Hour
+	ctx := context.Background()
+	stopped := make(chan struct{})
+	close(stopped)
+	end := func(finish bool) time.Duration {
+		<-stopped
+		writeBenchFrame(b, dir, cfg.Token, KindText, `{"text": "hi"}`)
+		writeBenchFrame(b, dir, cfg.Token, KindNotify, `{"n": 1, "msg": "m"}`)
+		srv, err := StartServer(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if finish {
+			if _, err := srv.Finish(ctx); err != nil {
+				b.Fatal(err)
+			}
+			_ = ReadTextBlocks(dir, cfg.Token, 1<<20, nil)
+			d := time.Since(t0)
+			stopped = make(chan struct{})
+			go func(done chan struct{}) {
+				srv.Stop(ctx)
+				close(done)
+			}(stopped)
+			return d
+		}
+		srv.Abort(ctx)
+		if _, err := srv.DrainAndStats(ctx); err != nil {
+			b.Fatal(err)
+		}
+		_ = ReadTextBlocks(dir, cfg.Token, 1<<20, nil)
+		srv.Stop(ctx)
+		return time.Since(t0)
+	}
+	for b.Loop() {
+		var before, after []time.Duration
+		for range cellEndSamples {
+			before = append(before, end(false))
+			after = append(after, end(true))
+		}
+		<-stopped
+		mb, ma := medianDuration(before), medianDuration(after)
+		b.ReportMetric(float64(mb.Nanoseconds())/1000, "abort-drain-stop-us")
+		b.ReportMetric(float64(ma.Nanoseconds())/1000, "finish-us")
+		b.ReportMetric(float64(ma)/float64(mb), "finish/abort-drain-stop-ratio")
+	}
+}
+
+const cellEndSamples = 500
+
+func medianDuration(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// writeBenchFrame publishes a frame of kind with sequence number 1 the
+// way the shim does.
+func writeBenchFrame(b *testing.B, dir, token, kind, body string) {
+	name := FrameName(kind, "1", FrameMAC(token, kind, "1", []byte(body)))
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+		b.Fatal(err)
 	}
 }

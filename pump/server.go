@@ -58,6 +58,7 @@ type Server struct {
 	stopCh    chan struct{} // closed by Stop
 	stopOnce  sync.Once
 	drains    chan chan Stats
+	finishes  chan chan Stats
 	results   chan sweepResult
 	done      chan struct{} // closed when the loop has ended
 
@@ -163,6 +164,7 @@ func newServer(parent context.Context, cfg Config, h hooks) *Server {
 		abortDone: make(chan struct{}),
 		stopCh:    make(chan struct{}),
 		drains:    make(chan chan Stats),
+		finishes:  make(chan chan Stats),
 		results:   make(chan sweepResult),
 		done:      make(chan struct{}),
 		ledger:    claimLedger{},
@@ -224,11 +226,16 @@ func (s *Server) Abort(ctx context.Context) {
 // caller must not trust the run (docs/architecture.md, Rules: lost
 // accounting is never trusted).
 func (s *Server) DrainAndStats(ctx context.Context) (Stats, error) {
+	return s.ask(ctx, s.drains)
+}
+
+// ask sends the loop a reply channel on ch and waits for the stats.
+func (s *Server) ask(ctx context.Context, ch chan chan Stats) (Stats, error) {
 	lost := newStats()
 	lost.AccountingLoss = true
 	reply := make(chan Stats, 1)
 	select {
-	case s.drains <- reply:
+	case ch <- reply:
 	case <-s.done:
 		return lost, errStopped
 	case <-ctx.Done():
@@ -240,6 +247,18 @@ func (s *Server) DrainAndStats(ctx context.Context) (Stats, error) {
 	case <-ctx.Done():
 		return lost, fmt.Errorf("pump server stats: %w", ctx.Err())
 	}
+}
+
+// Finish is Abort and then DrainAndStats in one exchange with the loop:
+// the cell's end on its critical path waits for the loop once, not twice.
+// The notifications it forwards are the cell's last: a Stop after it
+// drains none (it may run after the caller has its answer, off the cell's
+// path, where a late notification would reach nobody who waits). Its
+// error and lost stats are DrainAndStats'.
+func (s *Server) Finish(ctx context.Context) (Stats, error) {
+	s.abortCell()
+	s.abortOnce.Do(func() { close(s.abortCh) })
+	return s.ask(ctx, s.finishes)
 }
 
 // Stop ends the server: it aborts the cell, settles an in-flight sweep
@@ -292,15 +311,22 @@ func (s *Server) loop() {
 		case <-s.stopCh:
 			s.cancelSweep()
 			l.answer()
-			s.drain()
+			if !l.finished {
+				s.drain()
+			}
 			s.removeProtocolFiles()
 			return
 
 		case <-l.abortCh:
-			l.abortCh, l.aborted = nil, true
-			s.cancelSweep()
+			l.abort()
+
+		case reply := <-s.finishes:
+			if l.abortCh != nil {
+				l.abort() // Finish closed it; the loop hears it here first
+			}
+			l.waiting = append(l.waiting, reply)
 			l.answer()
-			close(s.abortDone)
+			l.finished = true
 
 		case <-l.exitedCh:
 			l.exited, l.exitedCh = true, nil // the loop's top finishes the run
@@ -354,10 +380,20 @@ type loopState struct {
 	wakePending bool // a wake-up arrived while a sweep was in flight
 	aborted     bool // Abort, or the end of a run's context: no sweep starts
 	exited      bool // a run's interpreter has exited: no sweep starts
+	finished    bool // Finish was answered: Stop drains no more
 	// Each is nil once heard (and always, for what a server does not
 	// watch).
 	abortCh, exitedCh, endedCh <-chan struct{}
 	waiting                    []chan Stats // DrainAndStats callers waiting for a sweep
+}
+
+// abort settles Abort (or Finish): no sweep starts any more, the one in
+// flight is settled, and whoever waits for stats is answered.
+func (l *loopState) abort() {
+	l.abortCh, l.aborted = nil, true
+	l.s.cancelSweep()
+	l.answer()
+	close(l.s.abortDone)
 }
 
 // armed returns the channels the loop listens to for starting a sweep:

@@ -1,0 +1,44 @@
+package executecode
+
+import (
+	"context"
+
+	"github.com/executecode/executecode/pump"
+)
+
+// cellServer is a session cell's pump server from its start to its stop,
+// used alike by a local cell (session.go) and a kernel node's
+// (cluster_node.go).
+type cellServer struct {
+	r        *Runtime
+	srv      *pump.Server
+	finished bool
+}
+
+// finish ends the cell's helper calls and reads what the cell left: its
+// stats in one exchange with the server's loop (pump.Server.Finish), and
+// its text() blocks. An error means the stats are lost and flagged so.
+func (c *cellServer) finish(ws workspace, maxTextBytes int) (pump.Stats, []string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), serverTimeout)
+	defer cancel()
+	stats, err := c.srv.Finish(ctx)
+	c.finished = true
+	return stats, pump.ReadTextBlocks(ws.rpc, ws.token, maxTextBytes, c.r.bridgeDenied), err
+}
+
+// stop ends the server; the caller defers it. Once finish has read the
+// stats, nothing the stop does can change the cell's answer (it forwards
+// no more notifications), so it runs off the cell's path, on a goroutine
+// of the bridge work that Close waits for. An unfinished server (a cell
+// ended by a panic) is stopped here, since its stop may still forward a
+// notification to a caller that is waiting.
+func (c *cellServer) stop() {
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), serverTimeout)
+		defer cancel()
+		c.srv.Stop(ctx)
+	}
+	if !c.finished || !c.r.offPath(stop) {
+		stop()
+	}
+}
