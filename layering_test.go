@@ -21,7 +21,7 @@ const modulePath = "github.com/executecode/executecode"
 // layer or lower ones, never a higher one. A package missing here fails
 // the test, so a new one has to be placed.
 var layers = map[string]int{
-	"internal/bell": 0, "internal/privfs": 0, "internal/proc": 0,
+	"internal/bell": 0, "internal/privfs": 0, "internal/proc": 0, "internal/jsonerr": 0,
 	"internal/proc/internal/sweep": 0, "internal/proctest": 0,
 	"internal/mcptest": 0, "kernelworker/internal/frame": 0, "tools": 0,
 	"internal/cluster/wire": 0, "internal/cluster/certs": 0, "internal/cluster/transport": 0,

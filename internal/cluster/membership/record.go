@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/executecode/executecode/internal/cluster/wire"
+	"github.com/executecode/executecode/internal/jsonerr"
 )
 
 // Bounds on a member record: anyone who can write under the prefix can
@@ -109,34 +110,12 @@ func checkAddress(a string) error {
 
 // jsonProblem describes a decoding error without the record's bytes.
 func jsonProblem(err error) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return fmt.Sprintf("not JSON at byte %d", syn.Offset)
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return "not a JSON object"
-		}
-		return fmt.Sprintf("field %s has the wrong type", printable(typ.Field))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "empty or cut short"
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if u, err := strconv.Unquote(name); err == nil {
-			name = u
-		}
-		return "unknown field " + printable(name)
+	if p := jsonerr.Problem(err); p != "" {
+		return p
 	}
 	return "not a member record"
 }
 
 // printable bounds and quotes a string from a record or a key for a log
 // line or an error.
-func printable(s string) string {
-	const limit = 64
-	if len(s) > limit {
-		return strconv.QuoteToASCII(s[:limit]) + "…"
-	}
-	return strconv.QuoteToASCII(s)
-}
+func printable(s string) string { return jsonerr.Quote(s) }

@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+
+	"github.com/executecode/executecode/internal/jsonerr"
 )
 
 // MaxPayloadBytes bounds one envelope's payload. A cell's code, output and
@@ -327,30 +329,10 @@ func Decode(env *Envelope) (any, error) {
 
 // jsonProblem describes a decoding error without the payload's bytes.
 func jsonProblem(err error) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return fmt.Sprintf("not JSON at byte %d", syn.Offset)
-	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q has the wrong type", printable(typ.Field))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "payload is empty or cut short"
-	}
-	if msg, ok := cutUnknownField(err.Error()); ok {
-		return "unknown field " + msg
+	if p := jsonerr.Problem(err); p != "" {
+		return p
 	}
 	return "not a valid payload"
-}
-
-// cutUnknownField extracts the field name from encoding/json's
-// unknown-field error, the only one it reports as plain text.
-func cutUnknownField(msg string) (string, bool) {
-	const prefix = "json: unknown field "
-	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
-		return printable(msg[len(prefix):]), true
-	}
-	return "", false
 }
 
 var incarnationRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
