@@ -34,18 +34,23 @@ var smallFile = map[string]string{"small.txt": "hello\nworld\n"}
 
 // BenchmarkPerfHelperRoundTrip: one helper call's round trip (a
 // sequential read() of a small file, timed inside python, median of
-// 300 in one per-call run) against the pipe floor.
+// 300 in one per-call run) against the pipe floor, and against the file
+// floor: the file operations and wake-ups the file contract itself asks
+// of a call (measureFileFloor).
 func BenchmarkPerfHelperRoundTrip(b *testing.B) {
 	e := newPerfEnv(b, smallFile, func(c *config.Config) { c.MaxRPCCalls = perfRoundTripCalls + 10 })
 	python := perfPython(b)
 	script := strings.ReplaceAll(perfRoundTripScript, "CALLS", strconv.Itoa(perfRoundTripCalls))
 	for b.Loop() {
 		f := measureFloor(b, python)
+		files := measureFileFloor(b, python, e.tmp)
 		med, p99 := nsPair(b, e.run(script))
 		reportFloor(b, f)
+		b.ReportMetric(files, "file-floor-us")
 		b.ReportMetric(med/1000, "roundtrip-median-us")
 		b.ReportMetric(p99/1000, "roundtrip-p99-us")
 		b.ReportMetric(med/1000/f.rttUS, "roundtrip/floor-ratio")
+		b.ReportMetric(med/1000/files, "roundtrip/file-floor-ratio")
 	}
 }
 
