@@ -98,11 +98,7 @@ func shimRoundTrips(b *testing.B, dir, token string, bells *bell.Pair) {
 // wait for the ring back, read the response.
 func BenchmarkRunRoundTrip(b *testing.B) {
 	cfg, dir := benchConfig(b)
-	bells, err := bell.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bells.Close()
+	bells := benchBells(b)
 	cfg.Bells = bells
 	cfg.PollInterval = time.Hour
 	exited := make(chan struct{})
@@ -117,11 +113,7 @@ func BenchmarkRunRoundTrip(b *testing.B) {
 // settlement in the server's loop.
 func BenchmarkServerRoundTrip(b *testing.B) {
 	cfg, dir := benchConfig(b)
-	bells, err := bell.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bells.Close()
+	bells := benchBells(b)
 	cfg.Bells = bells
 	cfg.PollInterval = time.Hour
 	srv, err := StartServer(cfg)
@@ -137,11 +129,7 @@ func BenchmarkServerRoundTrip(b *testing.B) {
 // interpreter exit, and wait for the final drain.
 func BenchmarkRunLifecycle(b *testing.B) {
 	cfg, _ := benchConfig(b)
-	bells, err := bell.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bells.Close()
+	bells := benchBells(b)
 	cfg.Bells = bells
 	ctx := context.Background()
 	for b.Loop() {
@@ -161,11 +149,7 @@ func BenchmarkRunLifecycle(b *testing.B) {
 // ends each.
 func BenchmarkServerCellEnd(b *testing.B) {
 	cfg, dir := benchConfig(b)
-	bells, err := bell.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bells.Close()
+	bells := benchBells(b)
 	cfg.Bells = bells
 	cfg.PollInterval = time.Hour
 	ctx := context.Background()
@@ -230,4 +214,14 @@ func writeBenchFrame(b *testing.B, dir, token, kind, body string) {
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// benchBells is a doorbell pair the benchmark's cleanup closes.
+func benchBells(b *testing.B) *bell.Pair {
+	bells, err := bell.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bells.Close() })
+	return bells
 }

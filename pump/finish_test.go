@@ -2,7 +2,6 @@ package pump
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,29 +20,11 @@ func finish(t *testing.T, srv *Server) Stats {
 	return st
 }
 
-// Finish settles calls in flight exactly as Abort and DrainAndStats do:
-// each answered interrupted once, charged, the loss flagged, no marker
-// left, and nothing swept afterwards.
+// Finish settles calls in flight exactly as Abort and DrainAndStats do,
+// and nothing is swept afterwards.
 func TestFinishDuringInFlightDispatchesSettlesThemAsAbortDoes(t *testing.T) {
-	slow := newBlocker("read")
-	h := newHarness(t, slow)
-	h.cfg.PollInterval = time.Millisecond
-	for id := int64(1); id <= 2; id++ {
-		h.request(id, "read", nil)
-	}
-	srv := h.start()
-	slow.waitStart(t)
-	slow.waitStart(t)
-
-	st := finish(t, srv)
-	for id := int64(1); id <= 2; id++ {
-		assert.Equal(t, response{ID: id, Error: msgInterrupted}, h.mustResponse(id))
-		assert.False(t, h.exists(markerName(id)))
-	}
-	assert.Equal(t, 2, st.Calls)
-	assert.Equal(t, 2, st.Errors)
-	assert.True(t, st.AccountingLoss)
-	waitFor(t, "the dispatches to see the end", func() bool { return slow.canceled.Load() == 2 })
+	h, slow, srv := inFlight(t, 2)
+	assertBothInterrupted(t, h, slow, finish(t, srv))
 
 	h.request(3, "read", nil)
 	time.Sleep(20 * time.Millisecond) // twenty fallback periods
@@ -57,13 +38,7 @@ func TestFinishDuringInFlightDispatchesSettlesThemAsAbortDoes(t *testing.T) {
 func TestFinishForwardsTheCellsLastNotificationsAndStopForwardsNoMore(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	h.cfg.PollInterval = time.Millisecond
-	var mu sync.Mutex
-	var got []string
-	h.cfg.OnNotify = func(msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, msg)
-	}
+	notes := h.collectNotes()
 	srv := h.start()
 	h.frame(KindNotify, 1, notifyFrame(t, 1, "early"))
 	h.request(1, "read", map[string]any{"text": "x"})
@@ -75,9 +50,7 @@ func TestFinishForwardsTheCellsLastNotificationsAndStopForwardsNoMore(t *testing
 	assert.Equal(t, 2, st.NotifyForwarded)
 	h.frame(KindNotify, 3, notifyFrame(t, 3, "after the answer"))
 	srv.Stop(context.Background())
-	mu.Lock()
-	assert.Equal(t, []string{"early", "last words"}, got)
-	mu.Unlock()
+	assert.Equal(t, []string{"early", "last words"}, notes())
 	assert.Empty(t, h.names(), "protocol files are unlinked")
 }
 

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -376,4 +377,21 @@ func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+// collectNotes has the server hand its notifications to a list any
+// goroutine may read: the returned function copies it.
+func (h *harness) collectNotes() func() []string {
+	var mu sync.Mutex
+	var got []string
+	h.cfg.OnNotify = func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, msg)
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -166,13 +165,7 @@ func TestServerSpeaksTheBridgeWithARealPython(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	b := h.withBells()
 	h.cfg.PollInterval = time.Hour // progress only through the doorbells
-	var mu sync.Mutex
-	var got []string
-	h.cfg.OnNotify = func(msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, msg)
-	}
+	notes := h.collectNotes()
 	srv := h.start()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -194,7 +187,5 @@ func TestServerSpeaksTheBridgeWithARealPython(t *testing.T) {
 	assert.Equal(t, 4, stats.Calls)
 	assert.Equal(t, 1, stats.Errors)
 	assert.False(t, stats.AccountingLoss)
-	mu.Lock()
-	assert.Equal(t, []string{"done"}, got, "the last notification is forwarded by the drain")
-	mu.Unlock()
+	assert.Equal(t, []string{"done"}, notes(), "the last notification is forwarded by the drain")
 }

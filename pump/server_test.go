@@ -241,6 +241,14 @@ func TestServerLedgerHearsReservationThenClaimBeforeTheMarkerExists(t *testing.T
 // abortInFlight starts a server, claims n blocking calls and aborts while
 // all are in flight.
 func abortInFlight(t *testing.T, n int64) (*harness, *blocker, Stats) {
+	h, slow, srv := inFlight(t, n)
+	abort(srv)
+	return h, slow, finalStats(t, srv)
+}
+
+// inFlight starts a server whose one sweep claims n calls of a tool that
+// blocks until the cell's end.
+func inFlight(t *testing.T, n int64) (*harness, *blocker, *Server) {
 	slow := newBlocker("read")
 	h := newHarness(t, slow)
 	h.cfg.PollInterval = time.Millisecond
@@ -252,12 +260,19 @@ func abortInFlight(t *testing.T, n int64) (*harness, *blocker, Stats) {
 	for range n {
 		slow.waitStart(t)
 	}
-	abort(srv)
-	return h, slow, finalStats(t, srv)
+	return h, slow, srv
 }
 
 func TestAbortDuringTwoInFlightDispatchesAnswersBothInterrupted(t *testing.T) {
 	h, slow, st := abortInFlight(t, 2)
+	assertBothInterrupted(t, h, slow, st)
+}
+
+// assertBothInterrupted: the two calls in flight at the cell's end were
+// each answered interrupted once, charged, the loss flagged, no marker
+// left, and their tool never completed.
+func assertBothInterrupted(t *testing.T, h *harness, slow *blocker, st Stats) {
+	t.Helper()
 	for id := int64(1); id <= 2; id++ {
 		assert.Equal(t, response{ID: id, Error: msgInterrupted}, h.mustResponse(id))
 		assert.False(t, h.exists(markerName(id)))
@@ -487,13 +502,7 @@ func TestALateResultOfAnAbandonedSweepCannotOverwriteSettledStats(t *testing.T) 
 func TestDrainAndStatsForwardsANotificationWrittenAfterTheLastSweep(t *testing.T) {
 	h := newHarness(t, echoTool("read"))
 	h.cfg.PollInterval = time.Millisecond
-	var mu sync.Mutex
-	var got []string
-	h.cfg.OnNotify = func(msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, msg)
-	}
+	notes := h.collectNotes()
 	srv := h.start()
 	h.frame(KindNotify, 1, notifyFrame(t, 1, "early"))
 	h.request(1, "read", nil)
@@ -503,9 +512,7 @@ func TestDrainAndStatsForwardsANotificationWrittenAfterTheLastSweep(t *testing.T
 	last := h.frame(KindNotify, 2, notifyFrame(t, 2, "last words"))
 	st := finalStats(t, srv)
 	assert.Equal(t, 2, st.NotifyForwarded)
-	mu.Lock()
-	assert.Equal(t, []string{"early", "last words"}, got)
-	mu.Unlock()
+	assert.Equal(t, []string{"early", "last words"}, notes())
 	assert.False(t, h.exists(last))
 }
 
