@@ -19,6 +19,9 @@ type root struct {
 	// real is the root with every symlink resolved; containment is checked
 	// against it so a symlinked root and paths through it agree.
 	real string
+	// dev and ino name the directory real was when the tools were made:
+	// a quick open (openBeneath) proceeds only from that very directory.
+	dev, ino uint64
 }
 
 func newRoot(dir string) (root, error) {
@@ -40,7 +43,11 @@ func newRoot(dir string) (root, error) {
 	if !fi.IsDir() {
 		return root{}, fmt.Errorf("tools: root %q is not a directory", dir)
 	}
-	return root{real: real}, nil
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return root{real: real}, nil // no identity: every open takes the full path
+	}
+	return root{real: real, dev: st.Dev, ino: st.Ino}, nil
 }
 
 // target is a path parameter after resolution.

@@ -211,3 +211,79 @@ func BenchmarkReadSmallFile(b *testing.B) {
 		}
 	}
 }
+
+// A ".." after a link means what it means to every path the tools take:
+// the path is cleaned first, so "lnk/../top.txt" is top.txt at the root,
+// whatever lnk points to.
+func TestReadCleansDotDotBeforeFollowingALink(t *testing.T) {
+	s := newSandbox(t, map[string]string{"top.txt": "top\n", "sub/deeper/x": "", "sub/top.txt": "sub\n"})
+	s.symlink(t, "sub/deeper", "lnk")
+	got, err := call(t, s.tool(t, NewRead), map[string]any{"path": "lnk/../top.txt"})
+	require.NoError(t, err)
+	assert.Equal(t, numbered(1, "top"), got)
+}
+
+// The root, or a directory above it, swapped for a link after the tools
+// were made leads nowhere: what the link points to is outside the root
+// the tools were given, and is refused, never read.
+func TestReadRefusesARootSwappedForALink(t *testing.T) {
+	for _, swap := range []string{"the root", "its parent"} {
+		t.Run(swap, func(t *testing.T) {
+			s := newSandbox(t, map[string]string{"a.txt": "mine\n"})
+			require.NoError(t, os.WriteFile(filepath.Join(s.outside, "a.txt"), []byte("theirs\n"), 0o644))
+			read := s.tool(t, NewRead)
+			got, err := call(t, read, map[string]any{"path": "a.txt"})
+			require.NoError(t, err)
+			require.Equal(t, numbered(1, "mine"), got)
+
+			moved := s.root
+			target := s.outside
+			if swap == "its parent" {
+				moved = filepath.Dir(s.root)
+				other := filepath.Join(filepath.Dir(moved), "other")
+				require.NoError(t, os.MkdirAll(filepath.Join(other, "root"), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(other, "root", "a.txt"), []byte("theirs\n"), 0o644))
+				target = other
+			}
+			require.NoError(t, os.Rename(moved, moved+".away"))
+			t.Cleanup(func() {
+				_ = os.Remove(moved)
+				_ = os.Rename(moved+".away", moved)
+			})
+			require.NoError(t, os.Symlink(target, moved))
+
+			got, err = call(t, read, map[string]any{"path": "a.txt"})
+			require.Error(t, err, got)
+			assert.ErrorIs(t, err, ErrEscapes)
+			assert.NotContains(t, got, "theirs")
+		})
+	}
+}
+
+// The quick open gives a regular file below the root and nothing else:
+// every other case is left to the full path, which words the refusal.
+func TestOpenBeneathOpensOnlyARegularFileBelowTheRoot(t *testing.T) {
+	s := newSandbox(t, map[string]string{"real/file.txt": "hello\n"})
+	s.symlink(t, "real/file.txt", "rel-link")
+	s.symlink(t, filepath.Join(s.root, "real", "file.txt"), "abs-link")
+	s.symlink(t, "../outside/secret.txt", "escape-link")
+	require.NoError(t, syscall.Mkfifo(filepath.Join(s.root, "fifo"), 0o644))
+	r, err := newRoot(s.root)
+	require.NoError(t, err)
+	for p, want := range map[string]bool{
+		"real/file.txt": true, "rel-link": true, filepath.Join(s.root, "real/file.txt"): true,
+		"abs-link": false, "escape-link": false, "fifo": false, "real": false, ".": false,
+		"../outside/secret.txt": false, "missing": false,
+	} {
+		f, _, shown, ok := r.openBeneath(p)
+		assert.Equal(t, want, ok, p)
+		if ok {
+			wantShown := p // as the script wrote it, root-relative when absolute
+			if filepath.IsAbs(p) {
+				wantShown = "real/file.txt"
+			}
+			assert.Equal(t, wantShown, shown, p)
+			require.NoError(t, f.Close())
+		}
+	}
+}
