@@ -22,7 +22,9 @@ func (c *cellServer) finish(ws workspace, maxTextBytes int) (pump.Stats, []strin
 	ctx, cancel := context.WithTimeout(context.Background(), serverTimeout)
 	defer cancel()
 	stats, err := c.srv.Finish(ctx)
-	c.finished = true
+	// Only an answered Finish makes the stop's drain of notifications
+	// moot; a server that did not answer is stopped on the cell's path.
+	c.finished = err == nil
 	return stats, pump.ReadTextBlocks(ws.rpc, ws.token, maxTextBytes, c.r.bridgeDenied), err
 }
 
@@ -31,7 +33,8 @@ func (c *cellServer) finish(ws workspace, maxTextBytes int) (pump.Stats, []strin
 // no more notifications), so it runs off the cell's path, on a goroutine
 // of the bridge work that Close waits for. An unfinished server (a cell
 // ended by a panic) is stopped here, since its stop may still forward a
-// notification to a caller that is waiting.
+// notification to a caller that is waiting, as may one whose Finish
+// failed.
 func (c *cellServer) stop() {
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), serverTimeout)

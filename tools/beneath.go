@@ -27,61 +27,54 @@ const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
 // opened one, which must be the same file. ok is false whenever this
 // gives no regular file; the caller then takes the full path (resolve,
 // os.Root), which decides and words every refusal as before, and follows
-// an absolute link that stays inside the root.
-func (r root) openBeneath(p string) (f *os.File, fi fs.FileInfo, shown string, ok bool) {
-	if openat2Missing.Load() {
-		return nil, nil, "", false
+// an absolute link that stays inside the root. An absolute p takes the
+// full path too: its errors name it by its resolved path, which only the
+// full resolution knows.
+func (r root) openBeneath(p string) (f *os.File, fi fs.FileInfo, ok bool) {
+	if openat2Missing.Load() || filepath.IsAbs(p) {
+		return nil, nil, false
 	}
-	candidate := p
-	if !filepath.IsAbs(p) {
-		candidate = filepath.Join(r.real, p)
-	}
-	// Cleaned as resolve cleans it: "a/../b" is b even where a is a link.
-	rel, inside := r.inside(filepath.Clean(candidate))
+	rel, inside := r.inside(r.lexical(p))
 	if !inside || rel == "." {
-		return nil, nil, "", false
+		return nil, nil, false
 	}
 	// The root's own name is not followed, and the directory opened must
 	// be the one the tools were made on: a root or a parent of it swapped
 	// for a link since is for the full path to refuse.
 	dir, err := unix.Open(r.real, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, "", false
+		return nil, nil, false
 	}
 	defer unix.Close(dir)
 	var top unix.Stat_t
 	if unix.Fstat(dir, &top) != nil || top.Dev != r.dev || top.Ino != r.ino || r.ino == 0 {
-		return nil, nil, "", false
+		return nil, nil, false
 	}
 	probe, err := openat2(dir, rel, unix.O_PATH|unix.O_CLOEXEC)
 	if err != nil {
-		return nil, nil, "", false
+		return nil, nil, false
 	}
 	var want unix.Stat_t
 	err = unix.Fstat(probe, &want)
 	unix.Close(probe)
 	if err != nil || want.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, nil, "", false
+		return nil, nil, false
 	}
 	fd, err := openat2(dir, rel, openFlags|unix.O_CLOEXEC)
 	if err != nil {
-		return nil, nil, "", false
+		return nil, nil, false
 	}
 	var got unix.Stat_t
 	if unix.Fstat(fd, &got) != nil || got.Mode&unix.S_IFMT != unix.S_IFREG || got.Dev != want.Dev || got.Ino != want.Ino {
 		unix.Close(fd) // swapped since the probe: the full path decides
-		return nil, nil, "", false
+		return nil, nil, false
 	}
 	f = os.NewFile(uintptr(fd), rel)
 	if fi, err = f.Stat(); err != nil {
 		f.Close()
-		return nil, nil, "", false
+		return nil, nil, false
 	}
-	shown = p
-	if filepath.IsAbs(p) {
-		shown = filepath.ToSlash(rel)
-	}
-	return f, fi, shown, true
+	return f, fi, true
 }
 
 // openat2 opens path below dir as openBeneath resolves, retrying EINTR.

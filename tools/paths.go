@@ -67,12 +67,7 @@ type target struct {
 // the escape check, so a script cannot probe outside the root by telling
 // "missing" from "escapes".
 func (r root) resolve(p string) (target, error) {
-	candidate := p
-	if !filepath.IsAbs(p) {
-		candidate = filepath.Join(r.real, p)
-	}
-	candidate = filepath.Clean(candidate)
-	real, err := realPath(candidate, 0)
+	real, err := realPath(r.lexical(p), 0)
 	if err != nil {
 		if errors.Is(err, errTooManyLinks) {
 			return target{}, &toolError{msg: fmt.Sprintf("%s: too many levels of symbolic links", p), cause: err}
@@ -88,6 +83,15 @@ func (r root) resolve(p string) (target, error) {
 		shown = filepath.ToSlash(rel)
 	}
 	return target{rel: rel, shown: shown}, nil
+}
+
+// lexical is p joined to the root when relative, and cleaned: "a/../b"
+// is b even where a is a link, on every path the tools take.
+func (r root) lexical(p string) string {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.real, p)
+	}
+	return filepath.Clean(p)
 }
 
 func (r root) inside(real string) (string, bool) {

@@ -69,8 +69,8 @@ func (t *readTool) open(ctx context.Context, p string) (f *os.File, fi fs.FileIn
 		f, fi, err = openSpill(ctx, p)
 		return f, fi, p, err
 	}
-	if f, fi, shown, ok := t.root.openBeneath(p); ok {
-		return f, fi, shown, nil
+	if f, fi, ok := t.root.openBeneath(p); ok {
+		return f, fi, p, nil // relative: errors name it as written
 	}
 	tg, err := t.root.resolve(p)
 	if err != nil {
