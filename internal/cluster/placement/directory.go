@@ -98,6 +98,9 @@ type (
 	// readmitMsg: watch the member again if the feed still lists it.
 	readmitMsg struct{ member membership.Member }
 	unplaceMsg struct{ address string }
+	// abandonMsg: the caller of a placeMsg stopped waiting for its reply;
+	// sent after it, so the reply is in the channel by then.
+	abandonMsg struct{ reply chan placement }
 	nodesMsg   struct{ reply chan<- []NodeStatus }
 )
 
@@ -123,6 +126,14 @@ func (d *directory) Receive(ctx actor.Context) {
 		ctx.Watch(m.pid)
 	case unplaceMsg:
 		d.release(m.address)
+	case abandonMsg:
+		select {
+		case pl := <-m.reply:
+			if pl.ok {
+				d.release(pl.address) // counted for a start nobody makes
+			}
+		default:
+		}
 	case nodesMsg:
 		m.reply <- d.statuses()
 	case memberMsg:

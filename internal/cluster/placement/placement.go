@@ -197,6 +197,8 @@ func (c *Cluster) place(ctx context.Context, exclude map[string]bool) (placement
 		}
 		return pl, nil
 	case <-ctx.Done():
+		// The directory has counted the kernel, or will: it uncounts it.
+		c.root.Send(c.directory, abandonMsg{reply: reply})
 		return placement{}, fmt.Errorf("place kernel: %w", ctx.Err())
 	}
 }

@@ -374,3 +374,20 @@ func TestTheBridgeKeepsItsBoundsWhateverTheNodeSends(t *testing.T) {
 		assert.True(t, utf8.ValidString(n))
 	}
 }
+
+// A start whose caller stopped waiting for its place counts no kernel on
+// any node, whether the directory's answer came first or not.
+func TestAnAbandonedPlacementCountsNoKernel(t *testing.T) {
+	h := newHarness(t, 2, 0)
+	for range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := h.cluster.place(ctx, nil)
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	assert.Zero(t, h.nodes(t)[0].Kernels)
+	pl, err := h.cluster.place(context.Background(), nil)
+	require.NoError(t, err, "the node's capacity is all there")
+	assert.Equal(t, 1, h.nodes(t)[0].Kernels)
+	h.cluster.root.Send(h.cluster.directory, unplaceMsg{address: pl.address})
+}
