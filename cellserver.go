@@ -2,6 +2,9 @@ package executecode
 
 import (
 	"context"
+	"path/filepath"
+
+	"github.com/executecode/executecode/internal/proc"
 
 	"github.com/executecode/executecode/pump"
 )
@@ -13,6 +16,17 @@ type cellServer struct {
 	r        *Runtime
 	srv      *pump.Server
 	finished bool
+}
+
+// cellScrubber is a session cell's one scrubber: its bridge and token,
+// the kernel's workspace kernelWS (where the runner and the helpers'
+// __file__ live) and home, and the staging root. The worker applies it to
+// the output as it streams and to the exception; the rest is rewritten
+// in format.
+func (r *Runtime) cellScrubber(ws workspace, kernelWS string) *proc.Scrubber {
+	return newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},
+		scrubTarget{ws.base, workspaceName}, scrubTarget{kernelWS, workspaceName},
+		scrubTarget{filepath.Dir(kernelWS), workspaceName})
 }
 
 // finish ends the cell's helper calls and reads what the cell left: its

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/executecode/executecode/actors"
 	"github.com/executecode/executecode/config"
 	"github.com/executecode/executecode/internal/cluster/certs"
 	"github.com/executecode/executecode/internal/cluster/kernelhost"
@@ -138,7 +139,7 @@ func (r *Runtime) ClusterAddress(ctx context.Context) (string, error) {
 
 // clusterExtension is the tree's extension for the runtime's role; nil for
 // a runtime in no cluster. Called with r.mu held, from kernels().
-func (r *Runtime) clusterExtension() clusterExtension {
+func (r *Runtime) clusterExtension() actors.Extension {
 	switch r.cluster.role {
 	case roleSession:
 		s := &sessionSide{r: r}
@@ -150,13 +151,6 @@ func (r *Runtime) clusterExtension() clusterExtension {
 		return n
 	}
 	return nil
-}
-
-// clusterExtension is what actors.WithExtension takes.
-type clusterExtension interface {
-	Start(sys *actor.ActorSystem) error
-	Starter(spawner actor.SpawnerContext, local registry.Starter) registry.Starter
-	Stop(ctx context.Context)
 }
 
 func (r *Runtime) transportConfig() transport.Config {

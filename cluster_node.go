@@ -2,8 +2,6 @@ package executecode
 
 import (
 	"context"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -89,9 +87,7 @@ func (k *nodeKernel) Run(ctx context.Context, cell *wire.RunCell, gate kernelhos
 		return &wire.CellResult{Reason: kernelworker.ReasonKernelDiscarded}
 	}
 	defer releaseBridge()
-	sc := newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},
-		scrubTarget{ws.base, workspaceName}, scrubTarget{k.handle.Workspace, workspaceName},
-		scrubTarget{filepath.Dir(k.handle.Workspace), workspaceName})
+	sc := r.cellScrubber(ws, k.handle.Workspace)
 	srv, err := pump.StartServer(pump.Config{
 		Dir: ws.rpc, Token: ws.token, Gate: kernelhost.PumpGate(gate), Available: cell.Tools,
 		MaxCalls: cell.MaxCalls, MaxResultBytes: cell.MaxResultBytes, MaxParallel: max(cell.MaxParallel, 1),
@@ -164,12 +160,7 @@ func (k *nodeKernel) Stop(ctx context.Context) {
 }
 
 func wireStats(s pump.Stats, lost bool) wire.Stats {
-	used := make([]string, 0, len(s.ToolsUsed))
-	for name := range s.ToolsUsed {
-		used = append(used, name)
-	}
-	slices.Sort(used)
-	return wire.Stats{Calls: s.Calls, Denied: s.Denied, Errors: s.Errors, Bytes: s.Bytes, ToolsUsed: used,
+	return wire.Stats{Calls: s.Calls, Denied: s.Denied, Errors: s.Errors, Bytes: s.Bytes, ToolsUsed: s.SortedTools(),
 		Notified: s.NotifyForwarded, AccountingLoss: s.AccountingLoss, Untrusted: s.Untrusted, Lost: lost}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -257,13 +256,7 @@ func (s sessionRunner) run(ctx context.Context, rn run) (outcome, error) {
 	}
 	defer releaseBridge()
 
-	// The cell's one scrubber: its bridge and token, the kernel's
-	// workspace (where the runner and the helpers' __file__ live) and
-	// home, and the staging root. The worker applies it to the output as it streams and
-	// to the exception; the rest is rewritten in format.
-	sc := newScrubber(r.scrubRoot(), ws.token, scrubTarget{ws.rpc, bridgeName},
-		scrubTarget{ws.base, workspaceName}, scrubTarget{alloc.Workspace, workspaceName},
-		scrubTarget{filepath.Dir(alloc.Workspace), workspaceName})
+	sc := r.cellScrubber(ws, alloc.Workspace)
 	srv, err := s.serve(rn, ws, alloc, sc)
 	if err != nil {
 		return notRun(rn, ReasonRPCStartFailed, "Script did not run: its helper bridge could not start ("+sc.String(err.Error())+").", true, resetPerformed), nil
@@ -333,19 +326,33 @@ func (s sessionRunner) acquire(ctx, cellCtx context.Context, rn run, key registr
 // serve starts the cell's helper-call server on its bridge, with the
 // kernel's doorbells.
 func (s sessionRunner) serve(rn run, ws workspace, alloc registry.Allocation, sc *proc.Scrubber) (*pump.Server, error) {
-	r, scope := s.r, rn.scope.scope
-	policy, approvals, err := r.gate()
+	r := s.r
+	cfg, err := r.cellGateConfig(rn)
 	if err != nil {
 		return nil, err
 	}
-	return pump.StartServer(pump.Config{
-		Dir: ws.rpc, Token: ws.token, Tools: r.innerTools(rn),
+	cfg.Dir, cfg.Token, cfg.Bells = ws.rpc, ws.token, alloc.Bells
+	cfg.OnNotify, cfg.ScrubNotify = rn.call.Notify, sc.String
+	cfg.OnAuthFailure, cfg.OnFrameRefused = r.bridgeDenied, r.bridgeDenied
+	return pump.StartServer(cfg)
+}
+
+// cellGateConfig is what decides a session cell's helper calls, whether
+// its pump is here (serve) or on a node (remoteGuard): the tools, the
+// budgets, policy and approvals, and where round trips are counted.
+func (r *Runtime) cellGateConfig(rn run) (pump.Config, error) {
+	scope := rn.scope.scope
+	policy, approvals, err := r.gate()
+	if err != nil {
+		return pump.Config{}, err
+	}
+	return pump.Config{
+		Tools:    r.innerTools(rn),
 		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
-		OnNotify: rn.call.Notify, ScrubNotify: sc.String, Bells: alloc.Bells, Logger: &r.log,
-		OnAuthFailure: r.bridgeDenied, OnFrameRefused: r.bridgeDenied, OnRoundTrip: r.metrics.ObserveRoundTrip,
+		Logger: &r.log, OnRoundTrip: r.metrics.ObserveRoundTrip,
 		Policy: policy, Approvals: approvals,
 		ApprovalContext: pump.ApprovalContext{SessionID: scope.SessionID, AgentID: scope.AgentID, Timeout: r.cfg.ApprovalTimeout(), Caller: rn.call.ApprovalTag},
-	})
+	}, nil
 }
 
 // execute sends the cell to its kernel's worker and waits for the answer,

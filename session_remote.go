@@ -48,9 +48,10 @@ func (s sessionRunner) runRemote(ctx, cellCtx context.Context, rn run, alloc reg
 		Gate:   kernelhost.SessionGate(guard),
 		Notify: rn.call.Notify,
 	}
-	// The node's blocks, set before its answer is handed on: read only
-	// after the wait, which may have given up on the answer.
-	var blocks atomic.Pointer[[]string]
+	// What the node answered besides the cell's ending, set before its
+	// answer is handed on: read only after the wait, which may have given
+	// up on the answer.
+	var answered atomic.Pointer[nodeAnswer]
 	done := make(chan struct{})
 	defer close(done)
 	o, neverReady := s.await(ctx, cellCtx, rn, alloc, sc, func(execCtx context.Context) <-chan kernelworker.CellResult {
@@ -59,8 +60,7 @@ func (s sessionRunner) runRemote(ctx, cellCtx context.Context, rn run, alloc reg
 		go func() {
 			select {
 			case res := <-reply:
-				b := capBlocks(res.Blocks, r.cfg.MaxTextBytes)
-				blocks.Store(&b)
+				answered.Store(&nodeAnswer{blocks: capBlocks(res.Blocks, r.cfg.MaxTextBytes), lost: res.Stats.Lost})
 				out <- fromWire(res)
 			case <-done:
 			}
@@ -68,15 +68,26 @@ func (s sessionRunner) runRemote(ctx, cellCtx context.Context, rn run, alloc reg
 		return out
 	})
 	o.cell.reused, o.cell.resetPerformed = alloc.Reused, resetPerformed
+	// The figures are this side's own; a call still running here when the
+	// cell ended, or a node that could not drain its pump, makes them
+	// untrusted, as a local cell's interrupted calls do.
 	o.stats = guard.Stats()
+	o.statsLost = len(guard.Unanswered()) > 0
 	o.blocks = []string{}
-	if b := blocks.Load(); b != nil {
-		o.blocks = *b
+	if a := answered.Load(); a != nil {
+		o.blocks = a.blocks
+		o.statsLost = o.statsLost || a.lost
 	}
 	if neverReady {
 		return outcome{}, &notStarted{step: stepStart, err: registry.ErrStartupFailed, resetPerformed: resetPerformed}
 	}
 	return o, nil
+}
+
+// nodeAnswer is what a node's CellResult carries besides its ending.
+type nodeAnswer struct {
+	blocks []string
+	lost   bool
 }
 
 // fromWire is a node's CellResult as the local worker would have given it.
@@ -129,17 +140,9 @@ func capBlocks(blocks []string, maxTextBytes int) []string {
 // the local gate a cell's pump would have, guarded, so that this side
 // decides every call again on its own figures (pump.GuardedGate).
 func (r *Runtime) remoteGuard(rn run) (*pump.GuardedGate, error) {
-	scope := rn.scope.scope
-	policy, approvals, err := r.gate()
+	cfg, err := r.cellGateConfig(rn)
 	if err != nil {
 		return nil, err
 	}
-	cfg := pump.Config{
-		Tools:    r.innerTools(rn),
-		MaxCalls: r.cfg.MaxRPCCalls, MaxResultBytes: r.cfg.MaxRPCResultBytes, MaxParallel: r.cfg.MaxParallelRPC,
-		Logger: &r.log, OnRoundTrip: r.metrics.ObserveRoundTrip,
-		Policy: policy, Approvals: approvals,
-		ApprovalContext: pump.ApprovalContext{SessionID: scope.SessionID, AgentID: scope.AgentID, Timeout: r.cfg.ApprovalTimeout(), Caller: rn.call.ApprovalTag},
-	}
-	return pump.NewGuardedGate(pump.NewGate(cfg), cfg), nil
+	return pump.NewGuardedGate(cfg), nil
 }

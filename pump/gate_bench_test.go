@@ -20,7 +20,7 @@ func BenchmarkServerRoundTripGuarded(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bells.Close()
-	guard := NewGuardedGate(NewGate(cfg), cfg)
+	guard := NewGuardedGate(cfg)
 	cell, endCell := context.WithCancel(context.Background())
 	defer endCell()
 	node := cfg

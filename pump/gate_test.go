@@ -286,7 +286,7 @@ func TestAForwardedGuardedGateAnswersExactlyAsTheLocalGate(t *testing.T) {
 		defer tripsMu.Unlock()
 		sessionTrips = append(sessionTrips, rt)
 	}
-	guard := NewGuardedGate(NewGate(session), session)
+	guard := NewGuardedGate(session)
 	cellCtx, endCell := context.WithCancel(context.Background())
 	defer endCell()
 	// The node: the cell's policy and budgets, no tools and no broker of

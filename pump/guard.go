@@ -86,14 +86,19 @@ type GuardedCall struct {
 	Outcome  RoundTripOutcome
 }
 
-// NewGuardedGate guards inner with cfg, the Config a local pump of the
-// cell would have: its Tools (only their names are read), Policy,
+// NewGuardedGate is the gate a local pump of the cell would have, built
+// from cfg (NewGate), guarded with cfg's own figures: its Tools, Policy,
 // Approvals (set: gated calls are gated), MaxCalls, MaxResultBytes,
 // MaxParallel, OnRoundTrip and Logger. The directory, token and bells are
-// the node's and are not read. inner is normally NewGate(cfg).
-func NewGuardedGate(inner Gate, cfg Config) *GuardedGate {
+// the node's and are not read.
+func NewGuardedGate(cfg Config) *GuardedGate {
 	cfg.Gate, cfg.Available = nil, nil
 	cfg = cfg.settled()
+	return newGuardedGate(cfg.gate, cfg)
+}
+
+// newGuardedGate guards inner with cfg, settled: a test's own inner gate.
+func newGuardedGate(inner Gate, cfg Config) *GuardedGate {
 	return &GuardedGate{
 		inner:    inner,
 		cfg:      cfg,

@@ -31,7 +31,7 @@ func guardFor(t *testing.T, edit func(*Config), ts ...tools.Tool) *GuardedGate {
 	if edit != nil {
 		edit(&cfg)
 	}
-	return NewGuardedGate(NewGate(cfg), cfg)
+	return NewGuardedGate(cfg)
 }
 
 func TestGuardNeverRunsAnAnsweredIDAgain(t *testing.T) {
@@ -337,7 +337,8 @@ func TestGuardNamesTheCallsInFlight(t *testing.T) {
 
 func TestGuardContainsPanicsOfTheInnerGateAndThePolicy(t *testing.T) {
 	boom := &funcTool{name: "read", fn: func(context.Context, map[string]any) (tools.Result, error) { panic("boom") }}
-	g := NewGuardedGate(panicGate{}, Config{Tools: map[string]tools.Tool{"read": boom}, MaxCalls: 10, MaxResultBytes: 10})
+	cfg := Config{Tools: map[string]tools.Tool{"read": boom}, MaxCalls: 10, MaxResultBytes: 10}.settled()
+	g := newGuardedGate(panicGate{}, cfg)
 	ctx := context.Background()
 	assert.Equal(t, Answer{Text: "inner gate fell"}, g.Run(ctx, Call{ID: 1, Tool: "read"}))
 	assert.Empty(t, g.Unanswered())

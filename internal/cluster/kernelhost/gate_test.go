@@ -98,7 +98,7 @@ func TestPumpGateOfASenderIsASenderAndLetsGoWithTheSweep(t *testing.T) {
 func TestSessionGateRunsWireCallsThroughTheGuard(t *testing.T) {
 	read := readTool{}
 	cfg := pump.Config{Tools: map[string]tools.Tool{"read": read}, MaxCalls: 1, MaxResultBytes: 100}
-	g := SessionGate(pump.NewGuardedGate(pump.NewGate(cfg), cfg))
+	g := SessionGate(pump.NewGuardedGate(cfg))
 	ctx := context.Background()
 	call := decoded(&wire.ToolCall{ID: 1, Tool: "read", Params: map[string]any{"path": "x"}})
 	assert.Equal(t, &wire.ToolAnswer{OK: true, Text: "read x"}, g.Admit(call)(ctx))

@@ -195,7 +195,7 @@ func TestACellOnANodeAnswersItsScriptAsALocalCellDoes(t *testing.T) {
 	local, localStats := shimRun(ctx, t, remoteScript, helpers, sessionSide(t, h.sys))
 
 	session := sessionSide(t, h.sys)
-	guard := pump.NewGuardedGate(pump.NewGate(session), session)
+	guard := pump.NewGuardedGate(session)
 	proxy := h.start(t)
 	var notes []string
 	res := <-Execute(ctx, h.sys.Root, proxy, Cell{
@@ -250,7 +250,7 @@ func TestAHostileNodeGetsTheLocalRefusalsThroughTheBridge(t *testing.T) {
 	}
 	cfg := pump.Config{Tools: map[string]tools.Tool{"read": count("read"), "grep": count("grep")}, MaxCalls: 2, MaxResultBytes: 100,
 		Policy: tools.Policy{Deny: []string{"grep"}}}
-	guard := pump.NewGuardedGate(pump.NewGate(cfg), cfg)
+	guard := pump.NewGuardedGate(cfg)
 	b := &bridge{gate: kernelhost.SessionGate(guard), kernel: kernel.pid, incarnation: "k1", log: h.cluster.cfg.Logger}
 	pid := h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return b }))
 	defer func() { _ = h.sys.Root.StopFuture(pid).Wait() }()
