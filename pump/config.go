@@ -168,6 +168,28 @@ func (cfg *Config) serves(tool string) bool {
 // with a broker, or with a Gate of the caller's, which decides.
 func (cfg *Config) gates() bool { return cfg.Approvals != nil || cfg.Gate != nil }
 
+// verdict is the claim step's decision on tool once the call is charged,
+// the one rule a local claim and a guarded call both follow
+// (docs/protocol.md): refused (a non-empty text) when the tool is not
+// served or the policy denies it (denied), else admitted, and gated when
+// the policy asks for approval and something can give it. A denial comes
+// first: a denied call never prompts.
+func (cfg *Config) verdict(tool string) (refusal string, denied, gated bool) {
+	if !cfg.serves(tool) {
+		return msgUnavailable(tool), false, false
+	}
+	if cfg.Policy == nil {
+		return "", false, false
+	}
+	if allowed, reason := cfg.Policy.Allowed(tool); !allowed {
+		if reason == "" {
+			reason = msgDenied(tool)
+		}
+		return reason, true, false
+	}
+	return "", false, cfg.gates() && cfg.Policy.RequiresApproval(tool)
+}
+
 // errInvalidConfig is what StartServer refuses a config with; the
 // *configError that wraps it names the key.
 var errInvalidConfig = errors.New("invalid pump config")

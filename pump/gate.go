@@ -90,9 +90,7 @@ func (g *localGate) Run(ctx context.Context, c Call) (a Answer) {
 		// A Goexit recovers nothing and is left to the caller's guard
 		// (runCall), which still answers the call.
 		if r := recover(); r != nil {
-			g.log.Error().Str("tool", c.Tool).Int64("id", c.ID).Str("panic", typeName(r)).
-				Msg("execute_code rpc tool panicked")
-			a = Answer{Text: panicMessage(r)}
+			a = panicAnswer(g.log, c.Tool, c.ID, r)
 		}
 	}()
 	if c.Gated {
@@ -132,10 +130,7 @@ func runCall(ctx context.Context, gate Gate, log *zerolog.Logger, tasks *taskGro
 	finished := false
 	defer func() {
 		if !finished {
-			r := recover()
-			log.Error().Str("tool", c.tool).Int64("id", c.id).Str("panic", typeName(r)).
-				Msg("execute_code rpc tool panicked")
-			a = Answer{Text: panicMessage(r)}
+			a = panicAnswer(log, c.tool, c.id, recover())
 		}
 		out <- a
 	}()
@@ -148,10 +143,8 @@ func runCall(ctx context.Context, gate Gate, log *zerolog.Logger, tasks *taskGro
 func sendCall(ctx context.Context, gate Sender, log *zerolog.Logger, c claim) (ch <-chan Answer) {
 	defer func() {
 		if r := recover(); r != nil {
-			log.Error().Str("tool", c.tool).Int64("id", c.id).Str("panic", typeName(r)).
-				Msg("execute_code rpc tool panicked")
 			failed := make(chan Answer, 1)
-			failed <- Answer{Text: panicMessage(r)}
+			failed <- panicAnswer(log, c.tool, c.id, r)
 			ch = failed
 		}
 	}()
@@ -221,6 +214,13 @@ func (g *localGate) requestApproval(ctx context.Context, c Call) (res approval.O
 		Timeout:   ac.Timeout,
 		Caller:    ac.Caller,
 	})
+}
+
+// panicAnswer is the answer to call id of tool whose gate or tool
+// panicked with r (nil for a Goexit), logged by the panic's type only.
+func panicAnswer(log *zerolog.Logger, tool string, id int64, r any) Answer {
+	log.Error().Str("tool", tool).Int64("id", id).Str("panic", typeName(r)).Msg("execute_code rpc tool panicked")
+	return Answer{Text: panicMessage(r)}
 }
 
 // panicMessage keeps a tool's own words (a panic with an error or a

@@ -160,10 +160,7 @@ func (g *GuardedGate) run(ctx context.Context, t *guardTicket, params map[string
 			// A panic, or a Goexit, of the inner gate: the call is still
 			// answered in the ledger and the figures.
 			if !ran {
-				r := recover()
-				g.cfg.Logger.Error().Str("tool", call.Tool).Int64("id", call.ID).Str("panic", typeName(r)).
-					Msg("execute_code rpc tool panicked")
-				out = g.finish(t, Answer{Text: panicMessage(r)})
+				out = g.finish(t, panicAnswer(g.cfg.Logger, call.Tool, call.ID, recover()))
 			}
 		}()
 		a = g.inner.Run(ctx, Call{ID: call.ID, Tool: call.Tool, Params: params, ApprovalID: call.ApprovalID, Gated: call.Gated})
@@ -218,20 +215,16 @@ func (g *GuardedGate) admit(c Call) (ticket *guardTicket, refusal Answer) {
 			ticket, refusal = refused(Answer{Text: msgRequestFailed}, RoundTripError)
 		}
 	}()
-	if !g.cfg.serves(c.Tool) {
+	text, byPolicy, gated := g.cfg.verdict(c.Tool)
+	switch {
+	case byPolicy:
+		st.Denied++
+		return refused(Answer{Text: asShown(text)}, RoundTripDenied)
+	case text != "":
 		st.Errors++
-		return refused(Answer{Text: msgUnavailable(c.Tool)}, RoundTripError)
+		return refused(Answer{Text: text}, RoundTripError)
 	}
-	if p := g.cfg.Policy; p != nil {
-		if allowed, reason := p.Allowed(c.Tool); !allowed {
-			if reason == "" {
-				reason = msgDenied(c.Tool)
-			}
-			st.Denied++
-			return refused(Answer{Text: asShown(reason)}, RoundTripDenied)
-		}
-		call.Gated = g.cfg.Approvals != nil && p.RequiresApproval(c.Tool)
-	}
+	call.Gated = gated
 	if call.Gated != c.Gated {
 		// The node's policy is the session side's, sent with the cell:
 		// a difference is a node that lies or runs another version. The
@@ -274,14 +267,7 @@ func (g *GuardedGate) finish(t *guardTicket, a Answer) Answer {
 	default:
 		out = Answer{Text: asShown(text), Untrusted: a.Untrusted}
 	}
-	outcome := RoundTripError
-	switch {
-	case ok:
-		outcome = RoundTripOK
-	case a.Blocked:
-		outcome = RoundTripDenied
-	}
-	call.Answered, call.Outcome = true, outcome
+	call.Answered, call.Outcome = true, roundTripOutcome(ok, a.Blocked)
 	delete(g.inFlight, call.ID)
 	g.keep(*call)
 	if i := slices.Index(g.queue, t); i >= 0 {

@@ -138,14 +138,6 @@ func ignoringEINTR(f func() (int, error)) (int, error) {
 	}
 }
 
-func ignoringEINTRErr(f func() error) error {
-	for {
-		if err := f(); err != unix.EINTR {
-			return err
-		}
-	}
-}
-
 // add files one directory entry by its protocol name; the name is copied
 // only when kept.
 func (l *listing) add(dir string, name []byte, dtype byte) error {

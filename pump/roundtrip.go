@@ -29,15 +29,21 @@ func reportRoundTrip(cfg *Config, tool string, since time.Time, ok, blocked bool
 	if cfg.OnRoundTrip == nil {
 		return
 	}
-	rt := RoundTrip{Tool: tool, Duration: time.Since(since), Outcome: RoundTripError}
-	switch {
-	case ok:
-		rt.Outcome = RoundTripOK
-	case blocked:
-		rt.Outcome = RoundTripDenied
-	}
+	rt := RoundTrip{Tool: tool, Duration: time.Since(since), Outcome: roundTripOutcome(ok, blocked)}
 	defer func() { _ = recover() }()
 	cfg.OnRoundTrip(rt)
+}
+
+// roundTripOutcome names how an answered call went: its content accepted
+// (ok), refused by approval (blocked), or failed.
+func roundTripOutcome(ok, blocked bool) RoundTripOutcome {
+	switch {
+	case ok:
+		return RoundTripOK
+	case blocked:
+		return RoundTripDenied
+	}
+	return RoundTripError
 }
 
 // observe calls an optional observer, swallowing its panic: an observer

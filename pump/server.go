@@ -245,6 +245,11 @@ func (s *Server) ask(ctx context.Context, ch chan chan Stats) (Stats, error) {
 	case st := <-reply:
 		return st, nil
 	case <-ctx.Done():
+		select {
+		case st := <-reply: // answered as ctx ended: the answer stands
+			return st, nil
+		default:
+		}
 		return lost, fmt.Errorf("pump server stats: %w", ctx.Err())
 	}
 }

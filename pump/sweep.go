@@ -97,19 +97,24 @@ func (s *sweeper) claimNamed(ctx context.Context) []claim {
 		}
 		// Never followed: a listing would keep a symlink and refuse it
 		// as unauthenticated, and it is left to one.
-		body, fd, err := readBoundedFD(s.path(e.name), false, maxRequestBytes)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, errNotRegular) {
-			continue
-		}
-		c, ok := s.claim(e, body, err, fd)
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-		if ok {
+		if c, ok := s.claimNamedOne(e); ok {
 			claims = append(claims, c)
 		}
 	}
 	return claims
+}
+
+// claimNamedOne reads and claims one named request, closing the
+// descriptor it read the request from however the claim ends.
+func (s *sweeper) claimNamedOne(e entry) (claim, bool) {
+	body, fd, err := readBoundedFD(s.path(e.name), false, maxRequestBytes)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, errNotRegular) {
+		return claim{}, false
+	}
+	if fd >= 0 {
+		defer unix.Close(fd)
+	}
+	return s.claim(e, body, err, fd)
 }
 
 // claim runs the claim step (docs/protocol.md, A helper call, step by
@@ -192,25 +197,18 @@ func (s *sweeper) claimAuthenticated(e entry, req validRequest, parseErr error, 
 		stats.Errors++
 		return claim{}, false
 	}
-	if !s.cfg.serves(req.Tool) {
+	refusal, byPolicy, gated := s.cfg.verdict(req.Tool)
+	switch {
+	case byPolicy:
+		feedLedger(&s.cfg, id, claimDenied, req.Tool)
+		refuse(refusal)
+		stats.Denied++
+		return claim{}, false
+	case refusal != "":
 		feedLedger(&s.cfg, id, claimUnknownTool, req.Tool)
-		refuse(msgUnavailable(req.Tool))
+		refuse(refusal)
 		stats.Errors++
 		return claim{}, false
-	}
-	gated := false
-	if s.cfg.Policy != nil {
-		// Denial first: a denied call never prompts.
-		if allowed, reason := s.cfg.Policy.Allowed(req.Tool); !allowed {
-			if reason == "" {
-				reason = msgDenied(req.Tool)
-			}
-			feedLedger(&s.cfg, id, claimDenied, req.Tool)
-			refuse(reason)
-			stats.Denied++
-			return claim{}, false
-		}
-		gated = s.cfg.gates() && s.cfg.Policy.RequiresApproval(req.Tool)
 	}
 
 	// Ledger first: it must be a superset of the published markers.
@@ -257,8 +255,8 @@ var flinkRefused atomic.Bool
 // a rename moves a symlink as it is.
 func (s *sweeper) mark(name, marker string, src int) markResult {
 	if src >= 0 && !flinkRefused.Load() {
-		err := ignoringEINTRErr(func() error {
-			return unix.Linkat(src, "", unix.AT_FDCWD, s.path(marker), unix.AT_EMPTY_PATH)
+		_, err := ignoringEINTR(func() (int, error) {
+			return 0, unix.Linkat(src, "", unix.AT_FDCWD, s.path(marker), unix.AT_EMPTY_PATH)
 		})
 		if err == nil {
 			s.progress++
