@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,14 +65,10 @@ func (r root) openBeneath(p string) (f *os.File, fi fs.FileInfo, ok bool) {
 	if err != nil {
 		return nil, nil, false
 	}
-	var got unix.Stat_t
-	if unix.Fstat(fd, &got) != nil || got.Mode&unix.S_IFMT != unix.S_IFREG || got.Dev != want.Dev || got.Ino != want.Ino {
-		unix.Close(fd) // swapped since the probe: the full path decides
-		return nil, nil, false
-	}
 	f = os.NewFile(uintptr(fd), rel)
-	if fi, err = f.Stat(); err != nil {
-		f.Close()
+	fi, err = f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || !sameFile(fi, &want) {
+		f.Close() // swapped since the probe: the full path decides
 		return nil, nil, false
 	}
 	return f, fi, true
@@ -90,4 +87,10 @@ func openat2(dir int, path string, flags int) (int, error) {
 		}
 		return fd, err
 	}
+}
+
+// sameFile says whether fi is the file st describes.
+func sameFile(fi fs.FileInfo, st *unix.Stat_t) bool {
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && sys.Dev == st.Dev && sys.Ino == st.Ino
 }

@@ -5,6 +5,7 @@
 package jsonerr
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,4 +53,23 @@ func Quote(s string) string {
 		return strconv.QuoteToASCII(s[:maxName]) + "…"
 	}
 	return strconv.QuoteToASCII(s)
+}
+
+// DecodeStrict decodes data, one JSON value and nothing after it, into v,
+// refusing fields v does not have. It returns "" when v holds the value,
+// else what is wrong, in Problem's words, naming the value what ("data
+// after the payload", "not a valid payload").
+func DecodeStrict(data []byte, v any, what string) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if p := Problem(err); p != "" {
+			return p
+		}
+		return "not a valid " + what
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return "data after the " + what
+	}
+	return ""
 }

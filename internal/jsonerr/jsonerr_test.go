@@ -44,3 +44,12 @@ func TestQuoteIsASCIIAndBounded(t *testing.T) {
 	assert.Equal(t, `"caf\u00e9\x00"`, Quote("café\x00"))
 	assert.Equal(t, `"`+strings.Repeat("é", 32)+`"…`, strings.ReplaceAll(Quote(strings.Repeat("é", 40)), `\u00e9`, "é"))
 }
+
+func TestDecodeStrictTakesOneKnownValueAndNothingAfter(t *testing.T) {
+	var r record
+	assert.Empty(t, DecodeStrict([]byte(`{"name": "a", "count": 2}`), &r, "record"))
+	assert.Equal(t, record{Name: "a", Count: 2}, r)
+	assert.Equal(t, "data after the record", DecodeStrict([]byte(`{"name": "a"} {}`), &r, "record"))
+	assert.Equal(t, `unknown field "x"`, DecodeStrict([]byte(`{"x": 1}`), &r, "record"))
+	assert.Equal(t, "empty or cut short", DecodeStrict(nil, &r, "record"))
+}

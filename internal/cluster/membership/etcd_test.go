@@ -318,20 +318,6 @@ func TestRegisterRefusesABadMember(t *testing.T) {
 	}
 }
 
-func TestJoinReportsNothingAndEnds(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := Join{}.Watch(ctx)
-	require.NoError(t, err)
-	select {
-	case ev := <-ch:
-		t.Fatalf("the join feed reported %+v", ev)
-	default:
-	}
-	cancel()
-	_, open := <-ch
-	require.False(t, open)
-}
-
 // The tests fail, never skip, without etcd, and say how to get it.
 func TestMissingEtcdSaysHowToGetIt(t *testing.T) {
 	t.Setenv(etcdtest.Env, "/nonexistent/etcd")

@@ -2,13 +2,11 @@
 // node directory reads (docs/cluster.md, Membership): each node's
 // address, incarnation and capacity, with joins and leaves as they happen.
 //
-// Two kinds stand behind one small interface, Feed:
-//   - Join, the default, needs no external service: kernel nodes say
-//     hello to one session side's directory, which watches each of them
-//     and so is the membership itself; its feed reports nothing.
-//   - Etcd, for several session sides: each kernel node registers under
-//     a key prefix with a lease that ends when the node dies, and every
-//     session side watches the prefix.
+// Without a feed (the default, join) kernel nodes say hello to one
+// session side's directory, which watches each of them and so is the
+// membership itself. Etcd is the feed for several session sides: each
+// kernel node registers under a key prefix with a lease that ends when
+// the node dies, and every session side watches the prefix.
 //
 // It is the runtime's own machinery: its exported names serve sibling
 // packages and carry no compatibility promise.
@@ -98,16 +96,3 @@ var (
 	// ErrClosed: the membership was closed.
 	ErrClosed = errors.New("membership: closed")
 )
-
-// Join is the default membership: no external service. Kernel nodes say
-// hello to the session side's directory, which watches each one and
-// forgets it when it is lost (docs/cluster.md, Join); the directory holds
-// the membership, so this feed has nothing to add and reports nothing.
-type Join struct{}
-
-// Watch returns a channel that stays empty and is closed when ctx ends.
-func (Join) Watch(ctx context.Context) (<-chan Event, error) {
-	ch := make(chan Event)
-	context.AfterFunc(ctx, func() { close(ch) })
-	return ch, nil
-}

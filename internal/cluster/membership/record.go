@@ -1,11 +1,8 @@
 package membership
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -49,13 +46,8 @@ func decodeMember(name string, value []byte) (Member, error) {
 		return Member{}, fmt.Errorf("%w: %d bytes (at most %d)", ErrMalformed, len(value), maxRecordBytes)
 	}
 	var r record
-	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return Member{}, fmt.Errorf("%w: %s", ErrMalformed, jsonProblem(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Member{}, fmt.Errorf("%w: data after the record", ErrMalformed)
+	if problem := jsonerr.DecodeStrict(value, &r, "record"); problem != "" {
+		return Member{}, fmt.Errorf("%w: %s", ErrMalformed, problem)
 	}
 	switch {
 	case r.Address == nil:
@@ -106,14 +98,6 @@ func checkAddress(a string) error {
 		return fmt.Errorf("%w: address has no valid port", ErrMalformed)
 	}
 	return nil
-}
-
-// jsonProblem describes a decoding error without the record's bytes.
-func jsonProblem(err error) string {
-	if p := jsonerr.Problem(err); p != "" {
-		return p
-	}
-	return "not a member record"
 }
 
 // printable bounds and quotes a string from a record or a key for a log

@@ -61,9 +61,6 @@ type directory struct {
 	// Join); readmit is the pause before a lost member is watched again.
 	members map[string]membership.Member
 	readmit map[string]time.Duration
-	// feedFailing: the feed cannot reach its service; the directory keeps
-	// its nodes, and its own watches still see a node go.
-	feedFailing bool
 }
 
 // publishCapacity stores the sum of the live nodes' capacities.
@@ -177,15 +174,10 @@ func (d *directory) onMember(ctx actor.Context, ev membership.Event) {
 			d.publishCapacity()
 			d.log.Warn().Str("node", m.Address).Msg("execute_code cluster node left the membership")
 		}
-	case membership.Failed:
-		if !d.feedFailing {
-			d.feedFailing = true
-			d.log.Warn().Err(ev.Err).Int("nodes", len(d.nodes)).
-				Msg("execute_code cluster membership unreachable: keeping the nodes known, whose loss the directory still sees")
-		}
-	case membership.Recovered:
-		d.feedFailing = false
-		d.log.Info().Int("nodes", len(d.nodes)).Msg("execute_code cluster membership reachable again")
+	case membership.Failed, membership.Recovered:
+		// Nothing changes here: the directory keeps its nodes while the
+		// feed cannot reach its service, and its own watches still see a
+		// node go. The feed logs each outage and its end once.
 	}
 }
 

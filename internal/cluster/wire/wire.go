@@ -13,11 +13,9 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 
 	"github.com/executecode/executecode/internal/jsonerr"
@@ -313,26 +311,13 @@ func Decode(env *Envelope) (any, error) {
 		return nil, fmt.Errorf("%s: %w: %s", kind, ErrMalformed, badIncarnation)
 	}
 	v := mk()
-	dec := json.NewDecoder(bytes.NewReader(env.GetPayload()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", kind, ErrMalformed, jsonProblem(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w: data after the payload", kind, ErrMalformed)
+	if problem := jsonerr.DecodeStrict(env.GetPayload(), v, "payload"); problem != "" {
+		return nil, fmt.Errorf("%s: %w: %s", kind, ErrMalformed, problem)
 	}
 	if err := check(v); err != nil {
 		return nil, fmt.Errorf("%s: %w", kind, err)
 	}
 	return v, nil
-}
-
-// jsonProblem describes a decoding error without the payload's bytes.
-func jsonProblem(err error) string {
-	if p := jsonerr.Problem(err); p != "" {
-		return p
-	}
-	return "not a valid payload"
 }
 
 var incarnationRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
