@@ -3,8 +3,6 @@ package membership
 import (
 	"encoding/json"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -17,8 +15,6 @@ import (
 const (
 	maxRecordBytes  = 1024
 	maxAddressBytes = 256
-	// maxCapacity is a NodeHello's bound.
-	maxCapacity = 1 << 16
 )
 
 // record is a member as stored under the prefix: JSON, readable with
@@ -74,15 +70,16 @@ func (m Member) check() error {
 		return err
 	}
 	if !wire.ValidIncarnation(m.Incarnation) {
-		return fmt.Errorf("%w: incarnation is not 1 to 64 letters, digits, '-' or '_'", ErrMalformed)
+		return fmt.Errorf("%w: %s", ErrMalformed, wire.BadIncarnation)
 	}
-	if m.Capacity < 1 || m.Capacity > maxCapacity {
-		return fmt.Errorf("%w: capacity %d is not between 1 and %d", ErrMalformed, m.Capacity, maxCapacity)
+	if p := wire.CapacityProblem(m.Capacity); p != "" {
+		return fmt.Errorf("%w: %s", ErrMalformed, p)
 	}
 	return nil
 }
 
-// checkAddress: host:port, printable, with a port a node can listen on.
+// checkAddress: a node's address as the wire takes it (wire.AddressProblem),
+// and printable text with no slash, since it is a key's last part.
 func checkAddress(a string) error {
 	if a == "" || len(a) > maxAddressBytes || !utf8.ValidString(a) {
 		return fmt.Errorf("%w: address is empty, too long or not text", ErrMalformed)
@@ -90,12 +87,8 @@ func checkAddress(a string) error {
 	if strings.ContainsFunc(a, func(r rune) bool { return r <= 0x20 || r == 0x7f || r == '/' }) {
 		return fmt.Errorf("%w: address has a space, a control character or a slash", ErrMalformed)
 	}
-	host, port, err := net.SplitHostPort(a)
-	if err != nil || host == "" {
-		return fmt.Errorf("%w: address is not host:port", ErrMalformed)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-		return fmt.Errorf("%w: address has no valid port", ErrMalformed)
+	if p := wire.AddressProblem(a); p != "" {
+		return fmt.Errorf("%w: address %s", ErrMalformed, p)
 	}
 	return nil
 }

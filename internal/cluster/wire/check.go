@@ -11,8 +11,34 @@ import (
 const (
 	maxNameBytes = 256 // a tool name, a reason, an actor id
 	maxTools     = 256
-	maxCapacity  = 1 << 16
 )
+
+// MaxCapacity bounds the kernels one node may offer, in its hello and in
+// its member record alike.
+const MaxCapacity = 1 << 16
+
+// CapacityProblem says what is wrong with a node's capacity c; "" for
+// nothing.
+func CapacityProblem(c int) string {
+	if c < 1 || c > MaxCapacity {
+		return fmt.Sprintf("capacity %d is not between 1 and %d", c, MaxCapacity)
+	}
+	return ""
+}
+
+// AddressProblem says what keeps a from being a node's address, host:port
+// with a port it can listen on, written as a listener writes it; "" for
+// nothing.
+func AddressProblem(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" {
+		return "is not host:port"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return "has no valid port"
+	}
+	return ""
+}
 
 // check verifies the fields a payload's kind requires, so that a handler
 // never sees a PID without an address, a negative budget or a name that
@@ -24,17 +50,17 @@ func check(v any) error {
 			return err
 		}
 		if !ValidIncarnation(m.Incarnation) {
-			return malformed(badIncarnation)
+			return malformed(BadIncarnation)
 		}
-		if m.Capacity < 1 || m.Capacity > maxCapacity {
-			return malformed(fmt.Sprintf("capacity %d is not between 1 and %d", m.Capacity, maxCapacity))
+		if p := CapacityProblem(m.Capacity); p != "" {
+			return malformed(p)
 		}
 	case *NodeWelcome:
 		if err := m.Directory.check("directory"); err != nil {
 			return err
 		}
 		if !ValidIncarnation(m.Incarnation) {
-			return malformed(badIncarnation)
+			return malformed(BadIncarnation)
 		}
 	case *StartKernel:
 		if m.Key == "" || len(m.Key) > maxNameBytes || !utf8.ValidString(m.Key) {
@@ -136,12 +162,8 @@ func (l Limits) check() error {
 
 // check: a PID names a host:port and an actor id.
 func (p PID) check(field string) error {
-	host, port, err := net.SplitHostPort(p.Address)
-	if err != nil || host == "" {
-		return malformed(field + ".address is not host:port")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return malformed(field + ".address has no valid port")
+	if problem := AddressProblem(p.Address); problem != "" {
+		return malformed(field + ".address " + problem)
 	}
 	return checkName(field+".id", p.ID, false)
 }

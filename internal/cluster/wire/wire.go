@@ -308,7 +308,7 @@ func Decode(env *Envelope) (any, error) {
 		return nil, fmt.Errorf("%s: %w: %d bytes (at most %d)", kind, ErrPayloadTooLarge, len(env.GetPayload()), MaxPayloadBytes)
 	}
 	if !ValidIncarnation(env.GetIncarnation()) {
-		return nil, fmt.Errorf("%s: %w: %s", kind, ErrMalformed, badIncarnation)
+		return nil, fmt.Errorf("%s: %w: %s", kind, ErrMalformed, BadIncarnation)
 	}
 	v := mk()
 	if problem := jsonerr.DecodeStrict(env.GetPayload(), v, "payload"); problem != "" {
@@ -326,7 +326,8 @@ var incarnationRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // is for exactly one.
 func ValidIncarnation(s string) bool { return incarnationRe.MatchString(s) }
 
-const badIncarnation = "incarnation is not 1 to 64 letters, digits, '-' or '_'"
+// BadIncarnation is what is wrong with a name ValidIncarnation refuses.
+const BadIncarnation = "incarnation is not 1 to 64 letters, digits, '-' or '_'"
 
 // printable bounds and cleans a peer's string for an error message.
 func printable(s string) string {
