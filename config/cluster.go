@@ -120,6 +120,19 @@ var clusterKeys = map[string]func(c *Cluster, v any) error{
 	"etcd_key_file":        stringKey(func(c *Cluster, s string) error { c.EtcdKeyFile = s; return nil }),
 }
 
+// Set sets the [cluster] key to v, a value as the TOML table holds it (a
+// string, an int64, or an array of strings for etcd_endpoints), with the
+// same checks as a file's: the one way a command-line flag and a file
+// key reach a Cluster. The error says what is wrong with v, not naming
+// the key, which the caller names its own way.
+func (c *Cluster) Set(key string, v any) error {
+	set, known := clusterKeys[key]
+	if !known {
+		return fmt.Errorf("unknown key %q (have %v): %w", key, ClusterKeys(), ErrCluster)
+	}
+	return set(c, v)
+}
+
 // etcdTTLKey reads etcd_ttl_ms: whole seconds, as etcd grants leases.
 func etcdTTLKey(c *Cluster, v any) error {
 	var ms int

@@ -228,3 +228,15 @@ func TestClusterCheckRefusesEtcdSettingsThatDoNotHoldTogether(t *testing.T) {
 	require.ErrorIs(t, noJoinNoEtcd.Check(true), ErrCluster)
 	assert.Contains(t, noJoinNoEtcd.Check(true).Error(), "etcd_endpoints")
 }
+
+func TestClusterSetChecksAKeyAsTheFileDoes(t *testing.T) {
+	c := DefaultCluster()
+	require.NoError(t, c.Set("capacity", int64(8)))
+	assert.Equal(t, 8, c.Capacity)
+	require.NoError(t, c.Set("etcd_endpoints", []any{"127.0.0.1:2379"}))
+	assert.Equal(t, []string{"127.0.0.1:2379"}, c.EtcdEndpoints)
+	assert.ErrorContains(t, c.Set("capacity", int64(0)), "out of range")
+	assert.ErrorContains(t, c.Set("etcd_ttl_ms", int64(1500)), "whole seconds")
+	assert.ErrorContains(t, c.Set("listen", int64(1)), "wrong type")
+	assert.ErrorIs(t, c.Set("nope", "x"), ErrCluster)
+}

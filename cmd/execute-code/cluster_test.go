@@ -259,13 +259,7 @@ func execLine(id float64, session, script string) string {
 // on a live node with fresh state.
 func TestClusterSpreadsSessionsAndSurvivesANodeKill(t *testing.T) {
 	mark := newMark()
-	t.Cleanup(func() {
-		left := proctest.Marked(markEnv, mark)
-		for _, pid := range left {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		assert.Empty(t, left, "processes of the cluster outlived the test")
-	})
+	killMarked(t, mark)
 	certDir := clusterCerts(t, "session", "node1", "node2", "node3")
 	s := startSessionNode(t, certDir, mark, "--liveness-interval-ms", "200", "--liveness-timeout-ms", "1000",
 		"--metrics-addr", "127.0.0.1:0")
@@ -285,12 +279,7 @@ func TestClusterSpreadsSessionsAndSurvivesANodeKill(t *testing.T) {
 	perNode := map[string]int{}
 	for i := range sessions {
 		sess := fmt.Sprintf("s%d", i)
-		id++
-		s.send(fmt.Sprintf(`{"id":%v,"op":"attach","session":%q,"agent":"a"}`, id, sess))
-		require.Equal(t, true, s.answerTo(id)["ok"])
-		id++
-		s.send(execLine(id, sess, fmt.Sprintf("x = %d\ntext(open('whoami.txt').read())\ntext(read('shared.txt'))", i)))
-		blocks, details := resultOf(t, s.answerTo(id))
+		blocks, details := s.attachRun(&id, sess, fmt.Sprintf("x = %d\ntext(open('whoami.txt').read())\ntext(read('shared.txt'))", i))
 		require.Len(t, blocks, 2, "%v", details)
 		where[sess] = blocks[0].(string)
 		perNode[where[sess]]++
@@ -338,17 +327,7 @@ func TestClusterSpreadsSessionsAndSurvivesANodeKill(t *testing.T) {
 	}
 	victim, frozen, bystander := pick("node1"), pick("node2"), pick("node3")
 	lose := func(sess string, node *clusterProc, sig syscall.Signal) time.Duration {
-		id++
-		longID := id
-		s.send(execLine(longID, sess, "import time\nnotify('running')\ntime.sleep(50)\ntext('never')"))
-		for {
-			m := <-s.lines
-			if _, note := m["notify"]; note {
-				break
-			}
-			got, _ := m["id"].(float64)
-			s.answers[got] = m
-		}
+		longID := s.startLong(&id, sess)
 		at := time.Now()
 		require.NoError(t, node.cmd.Process.Signal(sig))
 		a := s.answerTo(longID)
@@ -405,12 +384,7 @@ func TestClusterKernelNodesReapTheKernelsOfALostSessionNode(t *testing.T) {
 	id := 0.0
 	s.waitNodes(1, &id)
 	for i := range 3 {
-		id++
-		s.send(fmt.Sprintf(`{"id":%v,"op":"attach","session":"s%d","agent":"a"}`, id, i))
-		s.answerTo(id)
-		id++
-		s.send(execLine(id, fmt.Sprintf("s%d", i), "x = 1"))
-		_, details := resultOf(t, s.answerTo(id))
+		_, details := s.attachRun(&id, fmt.Sprintf("s%d", i), "x = 1")
 		require.Equal(t, true, details["state_retained"], "%v", details)
 	}
 	nodePid := node.cmd.Process.Pid

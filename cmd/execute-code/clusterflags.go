@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/executecode/executecode/config"
 )
@@ -44,8 +43,20 @@ func (f *clusterFlags) register(fs *flag.FlagSet, node bool) {
 	}
 }
 
+// clusterFlagKeys maps each cluster flag to the [cluster] key it
+// overrides.
+var clusterFlagKeys = map[string]string{
+	"listen": "listen", "join": "join", "ca": "ca_file", "cert": "cert_file", "key": "key_file",
+	"capacity": "capacity", "local-capacity": "local_capacity",
+	"liveness-interval-ms": "liveness_interval_ms", "liveness-timeout-ms": "liveness_timeout_ms",
+	"keepalive-ms": "keepalive_ms", "keepalive-timeout-ms": "keepalive_timeout_ms",
+	"etcd": "etcd_endpoints", "etcd-prefix": "etcd_prefix", "etcd-ttl-ms": "etcd_ttl_ms",
+	"etcd-ca": "etcd_ca_file", "etcd-cert": "etcd_cert_file", "etcd-key": "etcd_key_file",
+}
+
 // load reads configFile's [cluster] table and applies over it the flags
-// fs was given (parsed); a bad value is an error naming the flag.
+// fs was given (parsed), each through its key's own checks
+// (config.Cluster.Set); a bad value is an error naming the flag.
 func (f *clusterFlags) load(fs *flag.FlagSet, configFile string, node bool) (config.Cluster, error) {
 	c, err := config.LoadCluster(configFile)
 	if err != nil {
@@ -53,63 +64,12 @@ func (f *clusterFlags) load(fs *flag.FlagSet, configFile string, node bool) (con
 	}
 	var bad error
 	fs.Visit(func(fl *flag.Flag) {
-		bound := func(v, lo, hi int, set func(int)) {
-			if v < lo || v > hi {
-				bad = fmt.Errorf("--%s: %d is out of range %d..%d", fl.Name, v, lo, hi)
-				return
-			}
-			set(v)
+		key, ok := clusterFlagKeys[fl.Name]
+		if !ok || bad != nil {
+			return
 		}
-		switch fl.Name {
-		case "listen":
-			c.Listen = f.listen
-		case "join":
-			c.Join = f.join
-		case "ca":
-			c.CAFile = f.ca
-		case "cert":
-			c.CertFile = f.cert
-		case "key":
-			c.KeyFile = f.key
-		case "capacity":
-			bound(f.capacity, 1, config.MaxNodeCapacity, func(n int) { c.Capacity = n })
-		case "local-capacity":
-			bound(f.localCapacity, 0, config.MaxNodeCapacity, func(n int) { c.LocalCapacity = n })
-		case "liveness-interval-ms":
-			bound(f.livenessMS, 1, maxFlagMS, func(n int) { c.LivenessInterval = time.Duration(n) * time.Millisecond })
-		case "liveness-timeout-ms":
-			bound(f.livenessTimeMS, 1, maxFlagMS, func(n int) { c.LivenessTimeout = time.Duration(n) * time.Millisecond })
-		case "keepalive-ms":
-			bound(f.keepaliveMS, 1, maxFlagMS, func(n int) { c.Keepalive = time.Duration(n) * time.Millisecond })
-		case "keepalive-timeout-ms":
-			bound(f.keepaliveTimeMS, 1, maxFlagMS, func(n int) { c.KeepaliveTimeout = time.Duration(n) * time.Millisecond })
-		case "etcd":
-			eps := strings.Split(f.etcd, ",")
-			if err := config.CheckEtcdEndpoints(eps); err != nil {
-				bad = fmt.Errorf("--etcd: %w", err)
-				return
-			}
-			c.EtcdEndpoints = eps
-		case "etcd-prefix":
-			if err := config.CheckEtcdPrefix(f.etcdPrefix); err != nil {
-				bad = fmt.Errorf("--etcd-prefix: %w", err)
-				return
-			}
-			c.EtcdPrefix = f.etcdPrefix
-		case "etcd-ttl-ms":
-			bound(f.etcdTTLMS, 1000, int(config.MaxEtcdTTL.Milliseconds()), func(n int) {
-				if n%1000 != 0 {
-					bad = fmt.Errorf("--etcd-ttl-ms: %d is not whole seconds (etcd counts leases in seconds)", n)
-					return
-				}
-				c.EtcdTTL = time.Duration(n) * time.Millisecond
-			})
-		case "etcd-ca":
-			c.EtcdCAFile = f.etcdCA
-		case "etcd-cert":
-			c.EtcdCertFile = f.etcdCert
-		case "etcd-key":
-			c.EtcdKeyFile = f.etcdKey
+		if err := c.Set(key, tomlValue(fl)); err != nil {
+			bad = fmt.Errorf("--%s: %w", fl.Name, err)
 		}
 	})
 	if bad != nil {
@@ -118,16 +78,31 @@ func (f *clusterFlags) load(fs *flag.FlagSet, configFile string, node bool) (con
 	return c, c.Check(node)
 }
 
-// maxFlagMS bounds the duration flags: a day.
-const maxFlagMS = 24 * 60 * 60 * 1000
+// tomlValue is fl's value as a TOML table would hold it: an int64 for an
+// integer flag, the list of endpoints for --etcd, else the string.
+func tomlValue(fl *flag.Flag) any {
+	switch v := fl.Value.(flag.Getter).Get().(type) {
+	case int:
+		return int64(v)
+	case string:
+		if fl.Name != "etcd" {
+			return v
+		}
+		var eps []any
+		for _, ep := range strings.Split(v, ",") {
+			eps = append(eps, ep)
+		}
+		return eps
+	default:
+		return v
+	}
+}
 
 // clusterFlagGiven names a cluster flag fs was given, "" if none.
 func clusterFlagGiven(fs *flag.FlagSet) string {
 	name := ""
 	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "listen", "join", "ca", "cert", "key", "capacity", "local-capacity", "keepalive-ms", "keepalive-timeout-ms",
-			"liveness-interval-ms", "liveness-timeout-ms", "etcd", "etcd-prefix", "etcd-ttl-ms", "etcd-ca", "etcd-cert", "etcd-key":
+		if _, ok := clusterFlagKeys[fl.Name]; ok {
 			name = fl.Name
 		}
 	})

@@ -411,7 +411,7 @@ func (f *feed) run(ctx context.Context) {
 		backoff = minBackoff
 		if f.failing {
 			f.failing = false
-			f.e.cfg.Log.Info().Msg("execute_code membership: etcd answers again")
+			f.e.cfg.Log.Info().Msg("execute_code membership reachable again: etcd answers")
 			if !f.emit(ctx, Event{Kind: Recovered}) {
 				return
 			}
@@ -429,7 +429,7 @@ func (f *feed) fail(ctx context.Context, err error) {
 		return
 	}
 	f.failing = true
-	f.e.cfg.Log.Warn().Err(err).Msg("execute_code membership: etcd does not answer; the feed keeps its members and retries")
+	f.e.cfg.Log.Warn().Err(err).Msg("execute_code membership unreachable: etcd does not answer; the nodes known are kept, and retried")
 	f.emit(ctx, Event{Kind: Failed, Err: err})
 }
 

@@ -138,7 +138,7 @@ func (d *directory) Receive(ctx actor.Context) {
 	case readmitMsg:
 		if cur, ok := d.members[m.member.Address]; ok && cur.Incarnation == m.member.Incarnation {
 			if _, known := d.nodes[cur.Address]; !known {
-				d.admit(ctx, cur, true)
+				d.admitMember(ctx, cur, true)
 			}
 		}
 	}
@@ -152,12 +152,11 @@ func (d *directory) onMember(ctx actor.Context, ev membership.Event) {
 	case membership.Joined:
 		d.members[m.Address] = m
 		delete(d.readmit, m.Address)
-		d.admit(ctx, m, false)
+		d.admitMember(ctx, m, false)
 	case membership.Updated:
 		d.members[m.Address] = m
-		if n, ok := d.nodes[m.Address]; ok && n.incarnation == m.Incarnation && n.capacity != m.Capacity {
-			n.capacity = m.Capacity
-			d.publishCapacity()
+		if n, ok := d.nodes[m.Address]; ok && n.incarnation == m.Incarnation {
+			d.setCapacity(n, m.Capacity)
 			d.log.Info().Str("node", m.Address).Int("capacity", m.Capacity).Msg("execute_code cluster node's capacity changed")
 		}
 	case membership.Left:
@@ -181,29 +180,43 @@ func (d *directory) onMember(ctx actor.Context, ev membership.Event) {
 	}
 }
 
-// admit makes m a node of the directory, watched at its address, as its
-// hello would; a node of another incarnation at the address is replaced.
-func (d *directory) admit(ctx actor.Context, m membership.Member, again bool) {
-	if n, ok := d.nodes[m.Address]; ok {
-		if n.incarnation == m.Incarnation {
-			if n.capacity != m.Capacity {
-				n.capacity = m.Capacity
-				d.publishCapacity()
-			}
-			return
-		}
-		// Restarted on the same address: the old one's kernels are gone
-		// and their proxies learn it themselves.
+// admit makes m a node of the directory, watched at its node's
+// kernelhost, whether its hello or the membership told of it; a node of
+// another incarnation at the address is replaced. It says whether m is
+// new here (a known one only takes m's capacity).
+func (d *directory) admit(ctx actor.Context, m membership.Member) bool {
+	if n, ok := d.nodes[m.Address]; ok && n.incarnation == m.Incarnation {
+		d.setCapacity(n, m.Capacity)
+		return false
 	}
+	// New, or restarted on the same address: the old one's kernels are
+	// gone and their proxies learn it themselves.
 	pid := actor.NewPID(m.Address, kernelhost.Name)
 	d.nodes[m.Address] = &node{pid: pid, incarnation: m.Incarnation, capacity: m.Capacity, kernels: d.placedOn(m.Address)}
 	d.publishCapacity()
 	ctx.Watch(pid)
+	return true
+}
+
+// admitMember is admit for the membership's word; again is a readmission
+// after a failed watch, logged quietly.
+func (d *directory) admitMember(ctx actor.Context, m membership.Member, again bool) {
+	if !d.admit(ctx, m) {
+		return
+	}
 	ev := d.log.Info()
 	if again {
 		ev = d.log.Debug()
 	}
 	ev.Str("node", m.Address).Int("capacity", m.Capacity).Msg("execute_code cluster node joined through the membership")
+}
+
+// setCapacity gives n capacity c.
+func (d *directory) setCapacity(n *node, c int) {
+	if n.capacity != c {
+		n.capacity = c
+		d.publishCapacity()
+	}
 }
 
 func (d *directory) onEnvelope(ctx actor.Context, env *wire.Envelope) {
@@ -222,13 +235,9 @@ func (d *directory) onEnvelope(ctx actor.Context, env *wire.Envelope) {
 		d.log.Warn().Msg("execute_code cluster directory refused a hello not from its node")
 		return
 	}
-	if old, known := d.nodes[sender.Address]; !known || old.incarnation != hello.Incarnation {
-		// A new node, or one restarted on the same address: the old
-		// one's kernels are gone and their proxies learn it themselves.
-		d.nodes[sender.Address] = &node{pid: sender, incarnation: hello.Incarnation, capacity: hello.Capacity,
-			kernels: d.placedOn(sender.Address)}
-		d.publishCapacity()
-		ctx.Watch(sender)
+	// The sender is the node's kernelhost (checked above), which admit
+	// watches.
+	if d.admit(ctx, membership.Member{Address: sender.Address, Incarnation: hello.Incarnation, Capacity: hello.Capacity}) {
 		d.log.Info().Str("node", sender.Address).Int("capacity", hello.Capacity).Msg("execute_code cluster node joined")
 	}
 	welcome, err := wire.Encode(&wire.NodeWelcome{
