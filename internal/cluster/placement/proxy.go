@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/executecode/executecode/internal/cluster/kernelhost"
 	"github.com/executecode/executecode/internal/cluster/wire"
 	"github.com/executecode/executecode/kernelworker"
 	"github.com/executecode/executecode/registry"
@@ -18,9 +19,7 @@ const KilledByNodeLost = "node_lost"
 // Gate runs one helper call of a remote cell here, on the session side:
 // the runtime's is kernelhost.SessionGate around the cell's
 // pump.GuardedGate, which decides every call again (docs/cluster.md).
-type Gate interface {
-	Run(ctx context.Context, call *wire.ToolCall) *wire.ToolAnswer
-}
+type Gate = kernelhost.Gate
 
 // Cell is one cell for a remote kernel: the RunCell (its Bridge is filled
 // in here), the gate its helper calls run through, and where its
