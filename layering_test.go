@@ -23,7 +23,7 @@ const modulePath = "github.com/executecode/executecode"
 var layers = map[string]int{
 	"internal/bell": 0, "internal/privfs": 0, "internal/proc": 0, "internal/jsonerr": 0,
 	"internal/proc/internal/sweep": 0, "internal/proctest": 0,
-	"internal/mcptest": 0, "kernelworker/internal/frame": 0, "tools": 0,
+	"internal/mcptest": 0, "internal/shimtest": 1, "kernelworker/internal/frame": 0, "tools": 0,
 	"internal/cluster/wire": 0, "internal/cluster/certs": 0, "internal/cluster/transport": 0,
 	"internal/cluster/membership": 0, "internal/cluster/membership/etcdtest": 0,
 

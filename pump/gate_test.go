@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -18,9 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/executecode/executecode/approval"
-	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/internal/proctest"
-	"github.com/executecode/executecode/shimpy"
+	"github.com/executecode/executecode/internal/shimtest"
 	"github.com/executecode/executecode/tools"
 )
 
@@ -82,16 +78,10 @@ type shimCell struct {
 // (its Dir, Token and Bells are made here), and waits for python.
 func runShimCell(t *testing.T, script string, helpers []string, cfg Config) shimCell {
 	t.Helper()
-	python := proctest.Python(t)
-	work := t.TempDir()
-	dir := filepath.Join(work, "rpc")
-	require.NoError(t, os.Mkdir(dir, 0o700))
 	token, err := NewToken()
 	require.NoError(t, err)
-	bells, err := bell.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = bells.Close() })
-	cfg.Dir, cfg.Token, cfg.Bells = dir, token, bells
+	staged := shimtest.Stage(t, t.TempDir(), token, script, helpers)
+	cfg.Dir, cfg.Token, cfg.Bells = staged.Dir, token, staged.Bells
 	cfg.PollInterval = time.Hour // progress only through the doorbells
 
 	var mu sync.Mutex
@@ -107,31 +97,17 @@ func runShimCell(t *testing.T, script string, helpers []string, cfg Config) shim
 		cell.roundTrips = append(cell.roundTrips, rt)
 	}
 
-	module := shimpy.RenderPrelude(shimpy.RenderModule(helpers, 0), 5)
-	require.NoError(t, os.WriteFile(filepath.Join(work, shimpy.ModuleName+".py"), []byte(module), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(work, "script.py"), []byte(shimpy.RenderScript(script, helpers)), 0o600))
-	tok, err := shimpy.RunSocket(shimpy.RunConfig{Token: token, Dir: dir, Bells: &shimpy.Bells{Request: 3, Response: 4}})
-	require.NoError(t, err)
-
 	srv, err := StartServer(cfg)
 	require.NoError(t, err)
 	defer srv.Stop(context.Background())
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "-B", "-E", "-s", "script.py")
-	cmd.Dir = work
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.ExtraFiles = append(bells.ChildFiles(), tok)
-	cmd.WaitDelay = time.Second
-	require.NoError(t, cmd.Start())
-	require.NoError(t, bells.CloseChildEnds())
-	require.NoError(t, tok.Close())
+	cmd := staged.Start(ctx, t, proctest.Python(t), &stdout, &stderr)
 	require.NoError(t, cmd.Wait(), "python stderr: %s", stderr.String())
 
-	srv.Abort(ctx)
-	cell.stats, err = srv.DrainAndStats(ctx)
+	cell.stats, err = srv.Finish(ctx)
 	require.NoError(t, err)
 	cell.out = strings.TrimSpace(stdout.String())
 	mu.Lock()

@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/internal/proctest"
-	"github.com/executecode/executecode/shimpy"
+	"github.com/executecode/executecode/internal/shimtest"
 	"github.com/executecode/executecode/tools"
 )
 
@@ -129,46 +127,16 @@ print(seq[len(seq) // 2], par[len(par) // 2])
 // (user and system) spent meanwhile.
 func shimRun(b testing.TB, python, script string, cfg Config) (string, time.Duration) {
 	b.Helper()
-	work := benchDir(b)
-	dir := filepath.Join(work, "rpc")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	cfg.Dir = dir
-	bells, err := bell.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bells.Close()
-	cfg.Bells = bells
-	helpers := []string{"read"}
-	module := shimpy.RenderPrelude(shimpy.RenderModule(helpers, 0), 5)
-	if err := os.WriteFile(filepath.Join(work, shimpy.ModuleName+".py"), []byte(module), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(work, "script.py"), []byte(shimpy.RenderScript(script, helpers)), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	tok, err := shimpy.RunSocket(shimpy.RunConfig{Token: cfg.Token, Dir: dir, Bells: &shimpy.Bells{Request: 3, Response: 4}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	staged := shimtest.Stage(b, benchDir(b), cfg.Token, script, []string{"read"})
+	cfg.Dir, cfg.Bells = staged.Dir, staged.Bells
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "-B", "-E", "-s", "script.py")
-	cmd.Dir = work
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.ExtraFiles = append(bells.ChildFiles(), tok)
 	cpu0 := hostCPU()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	_ = bells.CloseChildEnds()
-	tok.Close()
+	cmd := staged.Start(ctx, b, python, &out, &out)
 	exited := make(chan struct{})
 	run := StartRun(ctx, cfg, exited)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	close(exited)
 	run.Wait()
 	cpu := hostCPU() - cpu0

@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,12 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/executecode/executecode/approval"
-	"github.com/executecode/executecode/internal/bell"
 	"github.com/executecode/executecode/internal/cluster/kernelhost"
 	"github.com/executecode/executecode/internal/cluster/wire"
 	"github.com/executecode/executecode/internal/proctest"
+	"github.com/executecode/executecode/internal/shimtest"
 	"github.com/executecode/executecode/pump"
-	"github.com/executecode/executecode/shimpy"
 	"github.com/executecode/executecode/tools"
 )
 
@@ -39,36 +35,18 @@ import (
 // and the server's stats.
 func shimRun(ctx context.Context, t *testing.T, script string, helpers []string, cfg pump.Config) (string, pump.Stats) {
 	t.Helper()
-	work := t.TempDir()
-	dir := filepath.Join(work, "rpc")
-	require.NoError(t, os.Mkdir(dir, 0o700))
 	token, err := pump.NewToken()
 	require.NoError(t, err)
-	bells, err := bell.New()
-	require.NoError(t, err)
-	defer bells.Close()
-	cfg.Dir, cfg.Token, cfg.Bells, cfg.PollInterval = dir, token, bells, time.Hour
-	module := shimpy.RenderPrelude(shimpy.RenderModule(helpers, 0), 5)
-	require.NoError(t, os.WriteFile(filepath.Join(work, shimpy.ModuleName+".py"), []byte(module), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(work, "script.py"), []byte(shimpy.RenderScript(script, helpers)), 0o600))
-	tok, err := shimpy.RunSocket(shimpy.RunConfig{Token: token, Dir: dir, Bells: &shimpy.Bells{Request: 3, Response: 4}})
-	require.NoError(t, err)
+	staged := shimtest.Stage(t, t.TempDir(), token, script, helpers)
+	cfg.Dir, cfg.Token, cfg.Bells, cfg.PollInterval = staged.Dir, token, staged.Bells, time.Hour
 
 	srv, err := pump.StartServer(cfg)
 	require.NoError(t, err)
 	defer srv.Stop(context.Background())
-	cmd := exec.CommandContext(ctx, proctest.Python(t), "-B", "-E", "-s", "script.py")
-	cmd.Dir = work
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.ExtraFiles = append(bells.ChildFiles(), tok)
-	cmd.WaitDelay = time.Second
-	require.NoError(t, cmd.Start())
-	require.NoError(t, bells.CloseChildEnds())
-	require.NoError(t, tok.Close())
+	cmd := staged.Start(ctx, t, proctest.Python(t), &stdout, &stderr)
 	require.NoError(t, cmd.Wait(), "python stderr: %s", stderr.String())
-	srv.Abort(ctx)
-	stats, err := srv.DrainAndStats(ctx)
+	stats, err := srv.Finish(ctx)
 	require.NoError(t, err)
 	return strings.TrimSpace(stdout.String()), stats
 }
