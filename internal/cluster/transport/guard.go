@@ -102,7 +102,7 @@ func (g *guarded) Stop(pid *actor.PID) { g.SendSystemMessage(pid, &actor.Stop{})
 func sendable(msg any) bool {
 	switch m := msg.(type) {
 	case *wire.Envelope:
-		return m.GetKind() != pingKind && m.GetKind() != pongKind
+		return !isLivenessKind(m.GetKind())
 	case *actor.DeadLetterResponse:
 		return true
 	}

@@ -1124,7 +1124,7 @@ func TestALivenessAnswerToAPingNeverSentIsNotBelieved(t *testing.T) {
 			l := newLiveness(tr, []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg.TLS.Client))})
 			defer l.stop()
 			require.True(t, l.admit(ln.Addr().String()))
-			v, _ := l.fast.Load(ln.Addr().String())
+			v, _ := l.peers.Load(ln.Addr().String())
 			p := v.(*peer)
 			first := p.heard.Load()
 			deadline := time.Now().Add(time.Minute)
