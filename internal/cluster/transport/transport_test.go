@@ -334,15 +334,7 @@ func runSession(spec string) int {
 	if _, err := sys.Root.RequestFuture(victim, envelope("ping"), time.Minute).Result(); !errors.Is(err, actor.ErrDeadLetter) {
 		fail("a request after the stop: %v", err)
 	}
-	gone := make(chan *actor.Terminated, 1)
-	w := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		switch m := ctx.Message().(type) {
-		case *actor.Started:
-			ctx.Watch(victim)
-		case *actor.Terminated:
-			gone <- m
-		}
-	}))
+	gone, w := watcher(sys, victim)
 	select {
 	case m := <-gone:
 		if m.GetWhy() != actor.TerminatedReason_AddressTerminated {
@@ -379,15 +371,7 @@ func libraryActors(sys *actor.ActorSystem) []string {
 // burst sends 100 envelopes of 1 MiB and 3 near the payload bound to the
 // victim back to back, then has the victim send as many back.
 func burst(sys *actor.ActorSystem, victim *actor.PID, fail func(string, ...any)) {
-	gone := make(chan *actor.Terminated, 1)
-	w := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		switch m := ctx.Message().(type) {
-		case *actor.Started:
-			ctx.Watch(victim)
-		case *actor.Terminated:
-			gone <- m
-		}
-	}))
+	gone, w := watcher(sys, victim)
 	defer sys.Root.Stop(w)
 	envelope := func(msg string) *wire.Envelope {
 		env, _ := wire.Encode(&wire.Notify{Message: msg}, "k1", 0)
@@ -603,10 +587,9 @@ func ping(t *testing.T, sys *actor.ActorSystem, addr string) string {
 	return v.(*wire.Notify).Message
 }
 
-// watch is a local actor watching pid; every Terminated it gets is sent on
-// the channel, and the watch has reached pid's node when watch returns.
-func watch(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) chan *actor.Terminated {
-	t.Helper()
+// watcher spawns a local actor watching pid; every Terminated it gets is
+// sent on the channel. The caller stops it.
+func watcher(sys *actor.ActorSystem, pid *actor.PID) (chan *actor.Terminated, *actor.PID) {
 	gone := make(chan *actor.Terminated, 16)
 	w := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
@@ -616,6 +599,14 @@ func watch(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) chan *actor.Ter
 			gone <- m
 		}
 	}))
+	return gone, w
+}
+
+// watch is a local actor watching pid; every Terminated it gets is sent on
+// the channel, and the watch has reached pid's node when watch returns.
+func watch(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) chan *actor.Terminated {
+	t.Helper()
+	gone, w := watcher(sys, pid)
 	t.Cleanup(func() { sys.Root.Stop(w) })
 	// The watch and a request share the endpoint's queue: once the
 	// request is answered, the watch is on the node.
@@ -918,15 +909,7 @@ func TestAFrozenNodeIsSeenGoneWithinTheLivenessBound(t *testing.T) {
 	t.Run("a request to it fails at once and a new watch is answered at once", func(t *testing.T) {
 		_, err := sys.Root.RequestFuture(victim, notify(t, "ping"), time.Minute).Result()
 		assert.ErrorIs(t, err, actor.ErrDeadLetter)
-		again := make(chan *actor.Terminated, 1)
-		w := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-			switch m := ctx.Message().(type) {
-			case *actor.Started:
-				ctx.Watch(victim)
-			case *actor.Terminated:
-				again <- m
-			}
-		}))
+		again, w := watcher(sys, victim)
 		defer sys.Root.Stop(w)
 		select {
 		case m := <-again:
