@@ -80,17 +80,29 @@ func (d *dialer) closeAll() {
 }
 
 // inbound counts what peers' streams run on this node: every stream
-// handler and the goroutines it starts, so Stop ends only after them.
+// handler and the goroutines it starts, so Stop ends only after them, and
+// every remote reader outside its receive, so Stop can wait until none
+// is. The library's reader reads an unsynchronized flag after every
+// message it receives, and its stop writes that flag: parked, readers
+// are inside a receive that delivers nothing more, ordered before the
+// write.
 type inbound struct {
 	mu       sync.Mutex
 	stopping bool
 	stopCh   chan struct{}
 	active   int // handlers and their goroutines
+	out      int // remote readers holding a message
 	changed  chan struct{}
 }
 
 func newInbound() *inbound {
 	return &inbound{stopCh: make(chan struct{}), changed: make(chan struct{})}
+}
+
+// notifyLocked wakes every waiter; the caller holds mu.
+func (in *inbound) notifyLocked() {
+	close(in.changed)
+	in.changed = make(chan struct{})
 }
 
 // enter counts a handler or goroutine in, unless the node is stopping.
@@ -107,8 +119,7 @@ func (in *inbound) enter() bool {
 func (in *inbound) leave() {
 	in.mu.Lock()
 	in.active--
-	close(in.changed)
-	in.changed = make(chan struct{})
+	in.notifyLocked()
 	in.mu.Unlock()
 }
 
@@ -124,15 +135,26 @@ func (in *inbound) goCounted(fn func()) bool {
 	return true
 }
 
-// halt stops inbound delivery: new streams are refused, liveness
-// handlers return, and remote readers end at their next message.
-func (in *inbound) halt() {
+// park stops inbound delivery: liveness handlers return, and remote
+// readers drop every message they receive from now on; it returns once
+// no reader holds one it received before, or when forced.
+func (in *inbound) park(forced <-chan struct{}) {
 	in.mu.Lock()
-	defer in.mu.Unlock()
 	if !in.stopping {
 		in.stopping = true
 		close(in.stopCh)
 	}
+	for in.out > 0 {
+		ch := in.changed
+		in.mu.Unlock()
+		select {
+		case <-ch:
+		case <-forced:
+			return
+		}
+		in.mu.Lock()
+	}
+	in.mu.Unlock()
 }
 
 // wait returns once every handler and goroutine has ended.
@@ -153,7 +175,10 @@ func (in *inbound) serveRemote(ss grpc.ServerStream, srv *served, handler func(g
 		return status.Error(codes.Unavailable, "node stopping")
 	}
 	defer in.leave()
-	return handler(&filteredStream{ServerStream: ss, in: in, srv: srv})
+	fs := &filteredStream{ServerStream: ss, in: in, srv: srv}
+	fs.setOut(true)
+	defer fs.setOut(false)
+	return handler(fs)
 }
 
 // filteredStream checks every message of the remote's stream before the
@@ -164,22 +189,49 @@ type filteredStream struct {
 	grpc.ServerStream
 	in  *inbound
 	srv *served
+	out bool // guarded by in.mu
+}
+
+func (s *filteredStream) setOut(out bool) {
+	s.in.mu.Lock()
+	defer s.in.mu.Unlock()
+	if s.out == out {
+		return
+	}
+	s.out = out
+	if out {
+		s.in.out++
+	} else {
+		s.in.out--
+		s.in.notifyLocked()
+	}
 }
 
 func (s *filteredStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
+	s.setOut(false)
+	var err error
+	for {
+		if err := s.ServerStream.RecvMsg(m); err != nil {
+			return err
+		}
+		err = checkMessage(m)
+		s.in.mu.Lock()
+		if !s.in.stopping {
+			break
+		}
+		s.in.mu.Unlock()
+		// Stopping, the message is dropped and the next one read, so a
+		// peer busy sending here finishes, reads the library's goodbye
+		// and closes the stream; an error now would close the reader's
+		// channel, on which the library's stop may still send.
+	}
+	if err != nil {
+		s.in.mu.Unlock()
 		return err
 	}
-	select {
-	case <-s.in.stopCh:
-		// Nothing a peer sends reaches an actor once the node stops; the
-		// error ends the library's reader, and the stream with it.
-		return status.Error(codes.Unavailable, "node stopping")
-	default:
-	}
-	if err := checkMessage(m); err != nil {
-		return err
-	}
+	s.out = true
+	s.in.out++
+	s.in.mu.Unlock()
 	if rm, ok := m.(*remote.RemoteMessage); ok && rm.GetConnectRequest().GetServerConnection() != nil {
 		c := rm.GetConnectRequest().GetServerConnection()
 		if p, ok := grpcpeer.FromContext(s.Context()); ok && p.Addr != nil {

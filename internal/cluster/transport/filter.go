@@ -86,7 +86,7 @@ func checkPayload(name string, data []byte) error {
 		if err != nil {
 			return err
 		}
-		if isLivenessKind(kind) {
+		if kind == pingKind || kind == pongKind {
 			return errors.New("liveness kind in a batch")
 		}
 	case "actor.Watch":

@@ -37,23 +37,14 @@ type guarded struct {
 
 // enterSend admits a local send to addr into the library: not after the
 // transport stopped, nor to a peer seen gone. The caller leaves with
-// leaveSend.
+// t.sending.Add(-1).
 func (t *Transport) enterSend(addr string) bool {
 	t.sending.Add(1)
 	if t.closed.Load() || !t.live.admit(addr) {
-		t.leaveSend()
+		t.sending.Add(-1)
 		return false
 	}
 	return true
-}
-
-// leaveSend counts a send out; the last one out of a stopped transport
-// tells stop that none is left (closed is set before stop reads the
-// count, so a send that leaves after that read sees it).
-func (t *Transport) leaveSend() {
-	if t.sending.Add(-1) == 0 && t.closed.Load() {
-		t.idleOnce.Do(func() { close(t.idle) })
-	}
 }
 
 // SendUserMessage sends what a peer's stream filter admits, to a peer
@@ -67,7 +58,7 @@ func (g *guarded) SendUserMessage(pid *actor.PID, message any) {
 		g.t.sys.DeadLetter.SendUserMessage(pid, message)
 		return
 	}
-	defer g.t.leaveSend()
+	defer g.t.sending.Add(-1)
 	g.inner.SendUserMessage(pid, message)
 }
 
@@ -91,7 +82,7 @@ func (g *guarded) SendSystemMessage(pid *actor.PID, message any) {
 		}
 		return
 	}
-	defer g.t.leaveSend()
+	defer g.t.sending.Add(-1)
 	g.inner.SendSystemMessage(pid, message)
 }
 
@@ -102,7 +93,7 @@ func (g *guarded) Stop(pid *actor.PID) { g.SendSystemMessage(pid, &actor.Stop{})
 func sendable(msg any) bool {
 	switch m := msg.(type) {
 	case *wire.Envelope:
-		return !isLivenessKind(m.GetKind())
+		return m.GetKind() != pingKind && m.GetKind() != pongKind
 	case *actor.DeadLetterResponse:
 		return true
 	}

@@ -39,10 +39,6 @@ const (
 
 var livenessStream = &grpc.StreamDesc{StreamName: "Ping", ServerStreams: true, ClientStreams: true}
 
-// isLivenessKind says whether kind is the liveness check's, which travels
-// only on its own stream.
-func isLivenessKind(kind string) bool { return kind == pingKind || kind == pongKind }
-
 // checkPing admits a ping: its kind, and nothing but a seq.
 func checkPing(env *wire.Envelope) error {
 	if env.GetKind() != pingKind || env.GetIncarnation() != "" || len(env.GetPayload()) != 0 {
@@ -114,11 +110,11 @@ type liveness struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// mu orders adding, forgetting and judging peers; the send path
-	// reads peers without it.
 	mu      sync.Mutex
 	stopped bool
-	peers   sync.Map // address → *peer
+	peers   map[string]*peer
+	// fast is peers by address for the send path, which must not take mu.
+	fast sync.Map
 }
 
 // peer is one address this node talks to.
@@ -152,6 +148,7 @@ func newLiveness(t *Transport, dial []grpc.DialOption) *liveness {
 		goneFor: max(time.Minute, 10*t.cfg.LivenessTimeout),
 		epoch:   time.Now(),
 		ctx:     ctx, cancel: cancel,
+		peers: map[string]*peer{},
 	}
 }
 
@@ -164,32 +161,29 @@ func (l *liveness) start() {
 
 // stop ends every ping and the judge, and closes their connections.
 func (l *liveness) stop() {
-	var peers []*peer
 	l.mu.Lock()
 	l.stopped = true
-	l.peers.Range(func(addr, p any) bool {
-		peers = append(peers, p.(*peer))
-		l.peers.Delete(addr)
-		return true
-	})
+	peers := l.peers
+	l.peers = map[string]*peer{}
 	l.mu.Unlock()
 	l.cancel()
 	l.wg.Wait()
 	for _, p := range peers {
 		p.conn.Close()
+		l.fast.Delete(p.addr)
 	}
 }
 
 // admit says whether a local send to addr may go: it starts pinging an
 // address it has not met, and refuses one seen gone.
 func (l *liveness) admit(addr string) bool {
-	if v, ok := l.peers.Load(addr); ok {
+	if v, ok := l.fast.Load(addr); ok {
 		return !v.(*peer).gone.Load()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if v, ok := l.peers.Load(addr); ok {
-		return !v.(*peer).gone.Load()
+	if p, ok := l.peers[addr]; ok {
+		return !p.gone.Load()
 	}
 	if l.stopped {
 		return false
@@ -203,7 +197,8 @@ func (l *liveness) admit(addr string) bool {
 	ctx, cancel := context.WithCancel(l.ctx)
 	p := &peer{addr: addr, conn: conn, ctx: ctx, cancel: cancel}
 	p.heard.Store(int64(l.now()))
-	l.peers.Store(addr, p)
+	l.peers[addr] = p
+	l.fast.Store(addr, p)
 	l.wg.Add(1)
 	go l.ping(p)
 	return true
@@ -292,15 +287,15 @@ func (l *liveness) judge() {
 		last = now
 		var gone []string
 		l.mu.Lock()
-		l.peers.Range(func(addr, v any) bool {
-			p := v.(*peer)
+		for addr, p := range l.peers {
 			if p.gone.Load() {
 				if now-p.goneAt > l.goneFor {
 					p.cancel()
 					p.conn.Close()
-					l.peers.Delete(addr)
+					delete(l.peers, addr)
+					l.fast.Delete(addr)
 				}
-				return true
+				continue
 			}
 			if late := gap - l.interval; late > l.interval/2 {
 				p.forgive(late, now)
@@ -308,8 +303,7 @@ func (l *liveness) judge() {
 			if now-time.Duration(p.heard.Load()) > l.timeout {
 				gone = append(gone, l.seeGoneLocked(p, now))
 			}
-			return true
-		})
+		}
 		l.mu.Unlock()
 		for _, addr := range gone {
 			// The library's endpoint manager ends the endpoint, and its
@@ -347,7 +341,7 @@ func (l *liveness) seeGoneLocked(p *peer, now time.Duration) string {
 func (l *liveness) lost(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if v, ok := l.peers.Load(addr); ok && !v.(*peer).gone.Load() {
-		l.seeGoneLocked(v.(*peer), l.now())
+	if p, ok := l.peers[addr]; ok && !p.gone.Load() {
+		l.seeGoneLocked(p, l.now())
 	}
 }

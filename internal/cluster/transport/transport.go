@@ -57,7 +57,8 @@ var (
 	// ErrInvalidConfig is a Config that Start refuses; the error names the key.
 	ErrInvalidConfig = errors.New("invalid transport config")
 	// ErrStopUnfinished is Stop's answer when its context ended first:
-	// the stop finishes in the background; a later Stop waits for it.
+	// the transport was forced down and finishes in the background; a
+	// later Stop waits for it.
 	ErrStopUnfinished = errors.New("transport stop unfinished")
 )
 
@@ -93,18 +94,14 @@ type Transport struct {
 	in      *inbound
 	sub     *eventstream.Subscription
 
-	// sending counts local sends inside the library's send path; closed
-	// turns new ones away, and idle is closed once none is left inside.
-	// Stop stops the library's endpoint supervisor only then: a send for
-	// an address it has not met asks that supervisor for an endpoint and
-	// panics on the dead letter a stopped one answers.
-	sending  atomic.Int64
-	closed   atomic.Bool
-	idle     chan struct{}
-	idleOnce sync.Once
+	// sending counts local goroutines inside the library's send path;
+	// closed turns them away. Stop waits for the count to reach zero
+	// before it stops the library, whose stop flag is not synchronized.
+	sending atomic.Int64
+	closed  atomic.Bool
 
-	stopOnce sync.Once
-	done     chan struct{}
+	stopOnce, forceOnce sync.Once
+	forced, done        chan struct{}
 }
 
 // Start starts the remote on sys.
@@ -126,7 +123,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Transport, error) {
 	t := &Transport{
 		sys: sys, cfg: cfg,
 		dialer: newDialer(), served: newServed(), in: newInbound(),
-		idle: make(chan struct{}), done: make(chan struct{}),
+		forced: make(chan struct{}), done: make(chan struct{}),
 	}
 	ka := keepalive.ClientParameters{Time: cfg.Keepalive, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true}
 	enforce := keepalive.EnforcementPolicy{MinTime: cfg.Keepalive / 2, PermitWithoutStream: true}
@@ -180,7 +177,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	t.address = sys.ProcessRegistry.Address
-	// A connection the library saw break (a crash, a peer's stop) is
+	// A connection the library saw break (a crash, a peer's goodbye) is
 	// a peer gone until it answers a ping again.
 	t.sub = sys.EventStream.SubscribeWithPredicate(func(evt any) {
 		t.live.lost(evt.(*remote.EndpointTerminatedEvent).Address)
@@ -247,54 +244,71 @@ func (t *Transport) Address() string { return t.address }
 // Stop shuts the transport down: local sends to other nodes end (a
 // request fails at once, a watch is answered AddressTerminated), the
 // liveness check stops, inbound messages stop reaching actors, and the
-// server and every dialed connection are closed at once, so each peer
-// sees the stream break and tells its watchers AddressTerminated. Stop
-// returns nil once all of it has ended, the library's endpoint writers
-// and their connections included, or ErrStopUnfinished when ctx ends
-// first (the stop goes on in the background; a later Stop waits for it).
+// remote says goodbye to its peers, which get LivenessTimeout to close
+// their streams before every connection is closed by force. Stop returns
+// nil once all of it has ended, or, when ctx ends first, forces the rest
+// and returns ErrStopUnfinished; a later Stop waits for the same stop.
 func (t *Transport) Stop(ctx context.Context) error {
 	t.stopOnce.Do(func() { go t.stop() })
 	select {
 	case <-t.done:
 		return nil
 	case <-ctx.Done():
+	}
+	t.force()
+	select {
+	case <-t.done:
+		return nil
+	default:
 		return fmt.Errorf("%w: %w", ErrStopUnfinished, ctx.Err())
 	}
 }
 
-// stop runs once. Not the library's graceful Shutdown: its endpoint
-// manager sends a goodbye on every stream reader's channel, which a
-// reader whose stream is ending closes at the same moment (a send on a
-// closed channel: a panic, and a data race the race detector reports).
-// Shutdown(false) only stops the gRPC server; the rest of the library's
-// stop, its endpoint actors, is done here.
+// stop runs once, in the order the library needs: nothing of ours inside
+// its send path or its stream reader when it sets its unsynchronized
+// flags, and every goroutine it or we started ended before done.
 func (t *Transport) stop() {
 	defer close(t.done)
+	grace := time.AfterFunc(t.cfg.LivenessTimeout, t.force)
+	defer grace.Stop()
+
 	t.closed.Store(true)
-	if t.sending.Load() == 0 {
-		t.idleOnce.Do(func() { close(t.idle) })
+	for t.sending.Load() != 0 && !t.isForced() {
+		time.Sleep(time.Millisecond)
 	}
 	t.live.stop()
-	t.in.halt()
-	t.dialer.closeAll()
-	t.remote.Shutdown(false)
-	t.stopEndpoints()
+	t.in.park(t.forced)
+
+	// Not the library's graceful Shutdown: its endpoint manager sends a
+	// goodbye on every stream reader's channel, which a reader whose
+	// stream is ending closes at the same moment (a send on a closed
+	// channel: a panic, and a data race the race detector reports).
+	// Closing the server and every dialed connection tells each peer as
+	// quickly: its endpoint sees the stream break, and its watchers get
+	// AddressTerminated.
+	t.force()
 	t.in.wait()
 	t.sys.EventStream.Unsubscribe(t.sub)
 }
 
-// stopEndpoints stops the library's actors, as its graceful Shutdown
-// would: the endpoint supervisor, whose children are the endpoint
-// writers (each holding a gRPC client connection and its goroutines) and
-// watchers, and the activator. A stopped parent has stopped its children
-// first, so Stop returns after every writer closed its connection. The
-// library would otherwise end a writer only when the event of its
-// broken stream reaches it, after Stop returned.
-func (t *Transport) stopEndpoints() {
-	// No send is left inside the library once it is idle (Transport.sending).
-	<-t.idle
-	for _, name := range []string{"EndpointSupervisor", "activator"} {
-		_ = t.sys.Root.StopFuture(actor.NewPID(t.address, name)).Wait()
+// force closes every connection: the server's (the library's graceful
+// stop waits for peers, a frozen one forever) and every one dialed (an
+// endpoint writer blocked sending to a frozen peer, or connecting to one,
+// holds up the library's stop).
+func (t *Transport) force() {
+	t.forceOnce.Do(func() {
+		close(t.forced)
+		t.dialer.closeAll()
+		t.remote.Shutdown(false)
+	})
+}
+
+func (t *Transport) isForced() bool {
+	select {
+	case <-t.forced:
+		return true
+	default:
+		return false
 	}
 }
 
